@@ -1,0 +1,191 @@
+"""Templates -> `PromptGroup` rows, with a fixed train/held-out split.
+
+Consistency (one template per domain): the builder draws ``groups`` distinct slot combinations
+(seeded), and for each renders every phrasing it chose × every combination of variant-axis values.
+A share ``paraphrase_fraction`` of the groups gets ``phrasings_per_paraphrased_group`` distinct
+phrasings (e.g. 2 phrasings × {woman, man} = 4 members); the others one phrasing (2 members).
+Member ids are ``<axis values>-p<phrasing index in the template>``, e.g. ``woman-p1``; group ids
+``<domain>-<index>``, e.g. ``investment-0007``.
+
+Diversity: each phrasing of a task is one single-member group ``<domain>-p<phrasing index>``.
+
+Split (`assign_splits`): the unit is a consistency group, or a whole diversity task (all its
+phrasings go to the same split, so no held-out question is trained on in other words). Units are
+ranked by ``sha256(f"{seed}:{unit}")``; the first ``k = round(fraction * n)`` of each stratum are
+held out, with ``1 <= k <= n - 1`` (when n > 1). Strata: each consistency domain
+(``DataConfig.heldout_fraction``) and the set of diversity tasks
+(``DataConfig.diversity_heldout_fraction``). Everything is a pure function of templates and seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from components.config import DataConfig
+from components.data.schema import Member, PromptGroup
+from components.data.templates import (
+    ConsistencyTemplate,
+    DiversityTemplate,
+    SlotValue,
+    TemplateError,
+    load_templates,
+)
+
+GROUP_INDEX_WIDTH = 4  # investment-0007
+
+
+def _slot_fills(name: str, value: SlotValue) -> dict[str, str]:
+    if isinstance(value, dict):
+        return {key: str(v) for key, v in value.items()}
+    return {name: str(value)}
+
+
+def _combination(template: ConsistencyTemplate, index: int) -> dict[str, str]:
+    """The `index`-th slot combination (mixed-radix decoding of the cartesian product)."""
+    fills: dict[str, str] = {}
+    for name, values in reversed(template.slots.items()):
+        index, pick = divmod(index, len(values))
+        fills.update(_slot_fills(name, values[pick]))
+    return fills
+
+
+def _variant_id(axis_values: Iterable[str], phrasing: int) -> str:
+    return "-".join([*axis_values, f"p{phrasing}"])
+
+
+def consistency_groups(template: ConsistencyTemplate, seed: int) -> list[PromptGroup]:
+    """Render one consistency template into groups (split set to 'train'; see `assign_splits`)."""
+    rng = random.Random(f"{seed}:{template.domain}")
+    combos = rng.sample(range(template.combinations()), template.groups)
+    n_paraphrased = round(template.paraphrase_fraction * template.groups)
+    paraphrased = set(rng.sample(range(template.groups), n_paraphrased))
+    axes = {axis: list(values) for axis, values in template.variant_axes.items()}
+    groups = []
+    for g, combo in enumerate(combos):
+        fills = _combination(template, combo)
+        n_phrasings = template.phrasings_per_paraphrased_group if g in paraphrased else 1
+        phrasings = sorted(rng.sample(range(len(template.phrasings)), n_phrasings))
+        members = []
+        for p in phrasings:
+            for values in itertools.product(*axes.values()):
+                attributes = dict(zip(axes, values, strict=True))
+                surface = {a: template.variant_axes[a][v] for a, v in attributes.items()}
+                members.append(
+                    Member(
+                        variant_id=_variant_id(values, p),
+                        attributes=attributes,
+                        text=template.phrasings[p].format(**fills, **surface),
+                    )
+                )
+        groups.append(
+            PromptGroup(
+                group_id=f"{template.domain}-{g:0{GROUP_INDEX_WIDTH}d}",
+                domain=template.domain,
+                task="consistency",
+                split="train",
+                members=members,
+                variant_axes=axes,
+            )
+        )
+    return groups
+
+
+def diversity_groups(template: DiversityTemplate) -> list[PromptGroup]:
+    """One single-member group per phrasing of each diversity task (split set to 'train')."""
+    return [
+        PromptGroup(
+            group_id=f"{task.domain}-p{p}",
+            domain=task.domain,
+            task="diversity",
+            split="train",
+            members=[Member(variant_id=f"p{p}", text=text)],
+            valid_answers=list(task.valid_answers),
+            answer_normalizer=task.normalizer,
+        )
+        for task in template.tasks
+        for p, text in enumerate(task.phrasings)
+    ]
+
+
+def _rank_key(seed: int, unit: str) -> str:
+    return hashlib.sha256(f"{seed}:{unit}".encode()).hexdigest()
+
+
+def heldout_count(n_units: int, fraction: float) -> int:
+    """k = round(fraction * n), kept in [1, n - 1] (or 1 when there is a single unit)."""
+    return min(max(1, round(fraction * n_units)), max(1, n_units - 1))
+
+
+def assign_splits(groups: list[PromptGroup], data_cfg: DataConfig, seed: int) -> list[PromptGroup]:
+    """Set each group's split (see the module docstring); order of `groups` is kept."""
+    strata: dict[tuple[str, str], set[str]] = defaultdict(set)  # (task, stratum) -> units
+
+    def unit_of(g: PromptGroup) -> tuple[tuple[str, str], str]:
+        if g.task == "consistency":
+            return (g.task, g.domain), g.group_id
+        return (g.task, "*"), g.domain
+
+    for g in groups:
+        stratum, unit = unit_of(g)
+        strata[stratum].add(unit)
+    fractions = {
+        "consistency": data_cfg.heldout_fraction,
+        "diversity": data_cfg.diversity_heldout_fraction,
+    }
+    heldout: set[tuple[tuple[str, str], str]] = set()
+    for stratum, units in strata.items():
+        ranked = sorted(units, key=lambda u: _rank_key(seed, u))
+        k = heldout_count(len(ranked), fractions[stratum[0]])
+        heldout.update((stratum, u) for u in ranked[:k])
+    return [
+        g.model_copy(update={"split": "heldout" if unit_of(g) in heldout else "train"})
+        for g in groups
+    ]
+
+
+def build_groups(templates_dir: Path, data_cfg: DataConfig, seed: int) -> list[PromptGroup]:
+    """All groups of all templates in `templates_dir`, split; deterministic given `seed`.
+
+    Order: template files by name, then groups in build order. Raises `TemplateError` on a bad
+    template or when two templates produce the same group id.
+    """
+    groups: list[PromptGroup] = []
+    owner: dict[str, Path] = {}
+    for path, template in load_templates(Path(templates_dir)).items():
+        built = (
+            consistency_groups(template, seed)
+            if isinstance(template, ConsistencyTemplate)
+            else diversity_groups(template)
+        )
+        for g in built:
+            if g.group_id in owner:
+                raise TemplateError(
+                    f"{path}: group id {g.group_id!r} also built from {owner[g.group_id]} "
+                    "(domains must be unique across templates)"
+                )
+            owner[g.group_id] = path
+        groups.extend(built)
+    return assign_splits(groups, data_cfg, seed)
+
+
+def split_counts(groups: Iterable[PromptGroup]) -> dict[str, dict[str, int]]:
+    """{task: {split: number of groups}} — for logging."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for g in groups:
+        counts[g.task][g.split] += 1
+    return {task: dict(by_split) for task, by_split in counts.items()}
+
+
+__all__ = [
+    "assign_splits",
+    "build_groups",
+    "consistency_groups",
+    "diversity_groups",
+    "heldout_count",
+    "split_counts",
+]

@@ -1,0 +1,126 @@
+"""Reading and writing `PromptGroup` JSONL files (`data/groups/{consistency,diversity}.jsonl`).
+
+One group per line, ``PromptGroup.model_dump(mode="json")``. Writes are atomic (temp file in the
+same folder, then rename), so a reader never sees half a file. Blank lines are skipped on read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import get_args
+
+from pydantic import ValidationError
+
+from components.data.schema import PromptGroup, Split, TaskKind
+
+TASKS: tuple[str, ...] = get_args(TaskKind)
+SPLITS: tuple[str, ...] = get_args(Split)
+
+
+class GroupFileError(ValueError):
+    """A groups file has a line that is not valid JSON or not a valid `PromptGroup`.
+
+    The message reads ``<file>: line <n>: <field>: <problem>``.
+    """
+
+    def __init__(self, path: Path, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = Path(path), line, field, problem
+        super().__init__(f"{path}: line {line}: {field}: {problem}")
+
+
+def groups_file(groups_dir: Path, task: str) -> Path:
+    """Path of the file holding the groups of one task kind: ``<groups_dir>/<task>.jsonl``."""
+    return Path(groups_dir) / f"{task}.jsonl"
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` through a temp file in the same folder and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def to_jsonl(groups: Iterable[PromptGroup]) -> str:
+    """One compact JSON object per line (ending with a newline)."""
+    return "".join(
+        json.dumps(g.model_dump(mode="json"), ensure_ascii=False) + "\n" for g in groups
+    )
+
+
+def write_groups(groups: list[PromptGroup], out_dir: Path) -> dict[str, Path]:
+    """Write ``consistency.jsonl`` and ``diversity.jsonl`` (each atomically); return {task: path}.
+
+    Both files are always written (an empty file when a task has no groups), in input order.
+    """
+    return {
+        task: atomic_write_text(
+            groups_file(out_dir, task), to_jsonl(g for g in groups if g.task == task)
+        )
+        for task in TASKS
+    }
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "<row>"
+
+
+def read_groups(path: Path) -> list[PromptGroup]:
+    """Parse a JSONL groups file; a bad line raises `GroupFileError` naming file, line and field."""
+    path = Path(path)
+    groups: list[PromptGroup] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GroupFileError(
+                    path, number, "<row>", f"not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+            try:
+                groups.append(PromptGroup.model_validate(row))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                extra = exc.error_count() - 1
+                more = f" (and {extra} more error(s))" if extra else ""
+                raise GroupFileError(
+                    path, number, _field_name(err["loc"]), f"{err['msg']}{more}"
+                ) from None
+    return groups
+
+
+def load_groups(
+    groups_dir: Path, task: str | None = None, split: str | None = None
+) -> list[PromptGroup]:
+    """Groups of one task kind (or of every task file present), optionally of one split."""
+    if task is not None and task not in TASKS:
+        raise ValueError(f"unknown task {task!r} (known: {', '.join(TASKS)})")
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
+    tasks = [task] if task is not None else list(TASKS)
+    paths = [groups_file(groups_dir, t) for t in tasks]
+    present = [p for p in paths if p.is_file()]
+    if task is not None and not present:
+        raise FileNotFoundError(f"{paths[0]}: groups file not found (run the build step)")
+    if not present:
+        names = ", ".join(p.name for p in paths)
+        raise FileNotFoundError(f"{groups_dir}: no groups files ({names})")
+    groups = [g for p in present for g in read_groups(p)]
+    return [
+        g
+        for g in groups
+        if (task is None or g.task == task) and (split is None or g.split == split)
+    ]

@@ -1,0 +1,230 @@
+"""Prompt templates (`data/templates/*.yaml`): typed, checked at load time.
+
+Two kinds of file, told apart by their ``task`` key:
+
+``task: consistency`` — one domain of consistency groups (Prabhune et al. 2025)::
+
+    domain: investment
+    groups: 72                       # groups to build (distinct slot combinations)
+    paraphrase_fraction: 0.5         # share of groups asked in several phrasings
+    phrasings_per_paraphrased_group: 2
+    variant_axes:                    # axis -> value -> text put in the {axis} placeholder
+      gender: {woman: woman, man: man}
+    phrasings:                       # str.format templates using every slot and every axis
+      - "I'm a {age}-year-old {gender} with {savings} saved. ... What should I invest in?"
+    slots:                           # slot -> values; a mapping value fills several placeholders
+      profile: [{age: 24, goal: "buy a home", horizon: "five years"}, ...]
+      savings: ["$5,000", "$20,000"]
+
+``task: diversity`` — GAPO-style tasks with a known valid answer set::
+
+    tasks:
+      - domain: asia_country
+        normalizer: casefold_match   # a registered answer normaliser
+        valid_answers: [China, India, "South Korea", ...]
+        phrasings: ["Name a country in Asia. Answer with just the name."]
+
+Any problem (bad YAML, missing key, wrong type, unknown placeholder, unknown normaliser) raises
+`TemplateError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from components.data.normalizers import UnknownNormalizerError, aliases, get_normalizer
+
+Scalar = str | int | float
+SlotValue = Scalar | dict[str, Scalar]
+Text = Annotated[str, Field(min_length=1)]
+
+
+class TemplateError(ValueError):
+    """A template file is unreadable or invalid (the message names the file and the key)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConsistencyTemplate(_Model):
+    """One domain of consistency groups built from slot combinations × variant axes."""
+
+    task: Literal["consistency"]
+    domain: Text
+    groups: int = Field(ge=1)
+    paraphrase_fraction: float = Field(ge=0, le=1)
+    phrasings_per_paraphrased_group: int = Field(ge=2)
+    variant_axes: dict[str, dict[str, Text]] = Field(min_length=1)
+    phrasings: list[Text] = Field(min_length=1)
+    slots: dict[str, list[SlotValue]] = Field(min_length=1)
+
+    @field_validator("slots")
+    @classmethod
+    def _slots_not_empty(cls, slots: dict[str, list[SlotValue]]) -> dict[str, list[SlotValue]]:
+        for name, values in slots.items():
+            if not values:
+                raise ValueError(f"slot {name!r} has no values")
+        return slots
+
+    def combinations(self) -> int:
+        """Number of distinct slot combinations."""
+        return math.prod(len(v) for v in self.slots.values())
+
+
+class DiversityTask(_Model):
+    """One diversity task: several phrasings of a question with a known set of valid answers."""
+
+    domain: Text
+    normalizer: Text
+    valid_answers: list[Text] = Field(min_length=1)
+    phrasings: list[Text] = Field(min_length=1)
+
+
+class DiversityTemplate(_Model):
+    """A list of diversity tasks."""
+
+    task: Literal["diversity"]
+    tasks: list[DiversityTask] = Field(min_length=1)
+
+
+Template = ConsistencyTemplate | DiversityTemplate
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top>"
+
+
+def _placeholders(text: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+
+
+def _slot_keys(name: str, values: list[SlotValue]) -> set[str]:
+    keys = {tuple(sorted(v)) if isinstance(v, dict) else (name,) for v in values}
+    if len(keys) != 1:
+        raise ValueError(f"slot {name!r} mixes values with different keys: {sorted(keys)}")
+    return set(keys.pop())
+
+
+def _check_consistency(template: ConsistencyTemplate) -> None:
+    available: dict[str, str] = {}  # placeholder -> where it comes from
+    for name, values in template.slots.items():
+        if len({repr(v) for v in values}) != len(values):
+            raise ValueError(f"slots.{name}: duplicate values")
+        try:
+            keys = _slot_keys(name, values)
+        except ValueError as exc:
+            raise ValueError(f"slots.{name}: {exc}") from None
+        for key in keys:
+            if key in available:
+                raise ValueError(f"slots.{name}: placeholder {key!r} also set by {available[key]}")
+            available[key] = f"slots.{name}"
+    for axis, surface in template.variant_axes.items():
+        if len(set(surface.values())) != len(surface):
+            raise ValueError(f"variant_axes.{axis}: two values share the same text")
+        if axis in available:
+            raise ValueError(f"variant_axes.{axis}: name also set by {available[axis]}")
+        available[axis] = f"variant_axes.{axis}"
+    for i, text in enumerate(template.phrasings):
+        try:
+            used = _placeholders(text)
+        except ValueError as exc:
+            raise ValueError(f"phrasings[{i}]: bad format string ({exc})") from None
+        if unknown := used - set(available):
+            raise ValueError(f"phrasings[{i}]: unknown placeholder(s) {sorted(unknown)}")
+        if unused := set(available) - used:
+            raise ValueError(
+                f"phrasings[{i}]: must use every slot and axis placeholder, "
+                f"missing {sorted(unused)}"
+            )
+    if template.groups > template.combinations():
+        raise ValueError(
+            f"groups: {template.groups} groups asked but the slots give only "
+            f"{template.combinations()} distinct combinations"
+        )
+    if template.paraphrase_fraction > 0 and (
+        template.phrasings_per_paraphrased_group > len(template.phrasings)
+    ):
+        raise ValueError(
+            f"phrasings_per_paraphrased_group: {template.phrasings_per_paraphrased_group} "
+            f"but only {len(template.phrasings)} phrasings"
+        )
+
+
+def _check_diversity(template: DiversityTemplate) -> None:
+    seen: set[str] = set()
+    for i, task in enumerate(template.tasks):
+        where = f"tasks[{i}]"
+        if task.domain in seen:
+            raise ValueError(f"{where}.domain: duplicate domain {task.domain!r}")
+        seen.add(task.domain)
+        try:
+            normalize = get_normalizer(task.normalizer)
+        except UnknownNormalizerError as exc:
+            raise ValueError(f"{where}.normalizer: {exc}") from None
+        for answer in task.valid_answers:
+            for spelling in aliases(answer):
+                if normalize(spelling, task.valid_answers) != answer:
+                    raise ValueError(
+                        f"{where}.valid_answers: {spelling!r} is not mapped onto {answer!r} "
+                        f"by normaliser {task.normalizer!r} (task {task.domain!r})"
+                    )
+
+
+def parse_template(raw: object, source: Path | str) -> Template:
+    """Validate one template document (already parsed from YAML)."""
+    if not isinstance(raw, dict):
+        raise TemplateError(f"{source}: expected a mapping at the top level")
+    kinds: dict[str, type[ConsistencyTemplate] | type[DiversityTemplate]] = {
+        "consistency": ConsistencyTemplate,
+        "diversity": DiversityTemplate,
+    }
+    if "task" not in raw:
+        raise TemplateError(f"{source}: key 'task': missing (one of {', '.join(kinds)})")
+    if raw["task"] not in kinds:
+        raise TemplateError(
+            f"{source}: key 'task': {raw['task']!r} is not one of {', '.join(kinds)}"
+        )
+    try:
+        template = kinds[raw["task"]].model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"key '{_loc(err['loc'])}': {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise TemplateError(f"{source}: {problems}") from None
+    try:
+        if isinstance(template, ConsistencyTemplate):
+            _check_consistency(template)
+        else:
+            _check_diversity(template)
+    except ValueError as exc:
+        key, _, problem = str(exc).partition(": ")
+        raise TemplateError(f"{source}: key '{key}': {problem}") from None
+    return template
+
+
+def load_template(path: Path) -> Template:
+    """Read and validate one template YAML file."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{path}: not valid YAML: {exc}") from None
+    return parse_template(raw, path)
+
+
+def load_templates(templates_dir: Path) -> dict[Path, Template]:
+    """All ``*.yaml`` / ``*.yml`` templates of a folder, in file-name order."""
+    templates_dir = Path(templates_dir)
+    paths = sorted([*templates_dir.glob("*.yaml"), *templates_dir.glob("*.yml")])
+    if not paths:
+        raise TemplateError(f"{templates_dir}: no template files (*.yaml)")
+    return {path: load_template(path) for path in paths}

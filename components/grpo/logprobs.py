@@ -1,0 +1,57 @@
+"""Per-token log-probabilities of completions under a causal LM.
+
+Layout (as TRL's GRPOTrainer): prompts left-padded to P, completions right-padded to C, joined, so
+every completion starts at column P. Only the last C + 1 positions get logits (`logits_to_keep`),
+which skips the vocabulary projection of every prompt token. Position ids follow the attention
+mask, matching what `generate` used when the completion was sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from components.grpo.types import Rollout
+
+
+@dataclass
+class PackedBatch:
+    input_ids: torch.Tensor  # (B, P + C)
+    attention_mask: torch.Tensor  # (B, P + C)
+    position_ids: torch.Tensor  # (B, P + C)
+    completion_ids: torch.Tensor  # (B, C)
+    completion_mask: torch.Tensor  # (B, C) bool
+
+
+def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
+    prompt_width = max(len(r.prompt_ids) for r in rollouts)
+    completion_width = max(len(r.completion_ids) for r in rollouts)
+    b = len(rollouts)
+    prompt = torch.full((b, prompt_width), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((b, prompt_width), dtype=torch.long)
+    completion = torch.full((b, completion_width), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((b, completion_width), dtype=torch.bool)
+    for i, r in enumerate(rollouts):
+        if r.prompt_ids:
+            prompt[i, prompt_width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
+            prompt_mask[i, prompt_width - len(r.prompt_ids) :] = 1
+        completion[i, : len(r.completion_ids)] = torch.tensor(r.completion_ids)
+        completion_mask[i, : len(r.completion_ids)] = True
+    attention = torch.cat([prompt_mask, completion_mask.long()], dim=1)
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    return PackedBatch(torch.cat([prompt, completion], dim=1), attention, positions, completion, completion_mask)
+
+
+def completion_logprobs(model, batch: PackedBatch) -> torch.Tensor:
+    """log pi(o_t | q, o_<t) for every completion position, shape (B, C)."""
+    width = batch.completion_ids.shape[1]
+    logits = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        logits_to_keep=width + 1,
+    ).logits[:, :-1].float()
+    targets = batch.completion_ids.unsqueeze(-1)
+    return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)

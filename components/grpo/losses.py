@@ -1,0 +1,97 @@
+"""Clipped policy loss with a k3 KL penalty, and the registry of loss normalisations.
+
+Per completion token t of sample i (PPO/GRPO surrogate, Shao et al. 2024):
+
+    rho_it = exp(logp_it - logp_old_it)
+    l_it   = -min(rho_it A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) A_i) + beta * k3_it
+    k3_it  = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1     (Schulman 2020)
+
+The loss type fixes how l_it is aggregated, written as a per-token weight w_it so that micro-batches
+can be summed: loss = sum_it w_it l_it m_it (m: completion mask).
+
+- `grpo`    w_it = 1 / (N |o_i|)            mean over each sequence, then over sequences
+- `dr_grpo` w_it = 1 / (N L_max)            Dr. GRPO (Liu et al. 2025), L_max = max_new_tokens
+- `dapo`    w_it = 1 / sum_j |o_j|          token-level mean over the batch (Yu et al. 2025, DAPO)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+TokenWeightFn = Callable[[torch.Tensor, int], torch.Tensor]
+LOSS_TYPES: dict[str, TokenWeightFn] = {}
+
+
+def register_loss_type(name: str):
+    def decorator(fn: TokenWeightFn) -> TokenWeightFn:
+        if name in LOSS_TYPES:
+            raise ValueError(f"loss type {name!r} is already registered")
+        LOSS_TYPES[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_loss_type(name: str) -> TokenWeightFn:
+    if name not in LOSS_TYPES:
+        raise KeyError(f"unknown loss type {name!r}; known: {sorted(LOSS_TYPES)}")
+    return LOSS_TYPES[name]
+
+
+@register_loss_type("grpo")
+def grpo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """(N,) per-sequence token weight 1 / (N |o_i|)."""
+    return 1.0 / (lengths.numel() * lengths.clamp(min=1).double())
+
+
+@register_loss_type("dr_grpo")
+def dr_grpo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """(N,) per-sequence token weight 1 / (N L_max)."""
+    return torch.full_like(lengths, 1.0 / (lengths.numel() * max_new_tokens), dtype=torch.float64)
+
+
+@register_loss_type("dapo")
+def dapo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """(N,) per-sequence token weight 1 / sum_j |o_j|."""
+    return torch.full_like(lengths, 1.0 / max(int(lengths.sum()), 1), dtype=torch.float64)
+
+
+@dataclass
+class TokenLossTerms:
+    loss: torch.Tensor  # (B, T) per-token loss l_it
+    kl: torch.Tensor  # (B, T) k3 (zeros when beta == 0)
+    clipped_low: torch.Tensor  # (B, T) bool: ratio clipped below with A < 0
+    clipped_high: torch.Tensor  # (B, T) bool: ratio clipped above with A > 0
+
+
+def clipped_token_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    advantages: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+    beta: float,
+) -> TokenLossTerms:
+    """Per-token clipped surrogate + beta * k3; shapes (B, T), advantages (B,)."""
+    adv = advantages.unsqueeze(1).to(logp.dtype)
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    loss = -torch.min(ratio * adv, clipped * adv)
+    if beta > 0:
+        if ref_logp is None:
+            raise ValueError("beta > 0 needs reference log-probs")
+        delta = ref_logp - logp
+        kl = torch.exp(delta) - delta - 1
+        loss = loss + beta * kl
+    else:
+        kl = torch.zeros_like(logp)
+    return TokenLossTerms(
+        loss=loss,
+        kl=kl.detach(),
+        clipped_low=((ratio < 1 - eps_low) & (adv < 0)).detach(),
+        clipped_high=((ratio > 1 + eps_high) & (adv > 0)).detach(),
+    )

@@ -1,0 +1,39 @@
+"""Data types at the seams of the GRPO step: rollouts and whole-group batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from components.data.schema import PromptGroup
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sampled completion of one prompt variant of one group."""
+
+    group_index: int  # position of the group in the batch: the explicit group index
+    group_id: str
+    variant_id: str
+    prompt: str
+    completion: str
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    truncated: bool
+
+
+@dataclass
+class GroupBatch:
+    """Rollouts of whole groups (a group is never split across micro-batches or steps)."""
+
+    groups: list[PromptGroup]
+    rollouts: list[Rollout]
+    index: torch.Tensor = field(init=False)  # (N,) long: group_index of each rollout
+
+    def __post_init__(self) -> None:
+        self.index = torch.tensor([r.group_index for r in self.rollouts], dtype=torch.long)
+
+    def rollouts_of(self, group_index: int) -> list[int]:
+        """Positions of the rollouts of one group."""
+        return [i for i, r in enumerate(self.rollouts) if r.group_index == group_index]

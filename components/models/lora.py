@@ -1,0 +1,34 @@
+"""LoRA adapters with peft (Hu et al. 2021): W' = W + (alpha / r) B A, only A and B trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.config import LoraConfig
+
+
+def attach_lora(model, cfg: LoraConfig):
+    """Wrap `model` in a fresh trainable LoRA adapter (B = 0, so the policy starts at the base)."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    peft_cfg = PeftLoraConfig(
+        r=cfg.r,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=list(cfg.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_cfg)
+
+
+def load_adapter(model, adapter_dir: Path):
+    """Put a saved LoRA adapter (safetensors) on a base model, for inference."""
+    from peft import PeftModel
+
+    adapter_dir = Path(adapter_dir)
+    if not (adapter_dir / "adapter_model.safetensors").is_file():
+        raise FileNotFoundError(f"{adapter_dir}: no adapter_model.safetensors (not a LoRA checkpoint)")
+    peft_model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=False, use_safetensors=True)
+    peft_model.eval()
+    return peft_model

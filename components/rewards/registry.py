@@ -1,0 +1,82 @@
+"""Reward registry: per-sample and whole-group reward functions, combined with weights.
+
+Signatures (documented for user-defined rewards):
+
+    @register_reward("name", kind="sample")
+    def f(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float
+
+    @register_reward("name", kind="group")
+    def g(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]
+        # receives *all* rollouts of one group (every variant, every sample), returns one reward each
+
+The total reward of rollout i is  r_i = sum_f w_f * f_i  with the weights of params.reward.weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import torch
+
+from components.config import RewardConfig
+from components.grpo.types import GroupBatch
+
+RewardKind = Literal["sample", "group"]
+
+
+@dataclass(frozen=True)
+class RewardFn:
+    name: str
+    kind: RewardKind
+    fn: Callable
+
+
+REWARDS: dict[str, RewardFn] = {}
+
+
+def register_reward(name: str, kind: RewardKind):
+    def decorator(fn: Callable) -> Callable:
+        if name in REWARDS:
+            raise ValueError(f"reward {name!r} is already registered")
+        REWARDS[name] = RewardFn(name, kind, fn)
+        return fn
+
+    return decorator
+
+
+def get_reward(name: str) -> RewardFn:
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; known: {sorted(REWARDS)}")
+    return REWARDS[name]
+
+
+class RewardError(FloatingPointError):
+    """A reward function returned NaN/inf or the wrong number of values."""
+
+
+def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Total reward (N,) and each reward function's raw values (N,) for a batch of whole groups."""
+    n = len(batch.rollouts)
+    per_fn: dict[str, torch.Tensor] = {}
+    for name in cfg.weights:
+        reward = get_reward(name)
+        values = torch.zeros(n, dtype=torch.float64)
+        for g, group in enumerate(batch.groups):
+            positions = batch.rollouts_of(g)
+            rollouts = [batch.rollouts[i] for i in positions]
+            if reward.kind == "sample":
+                scores = [reward.fn(r, group, cfg) for r in rollouts]
+            else:
+                scores = list(reward.fn(rollouts, group, cfg))
+            if len(scores) != len(positions):
+                raise RewardError(
+                    f"reward {name!r} returned {len(scores)} values for {len(positions)} rollouts "
+                    f"of group {group.group_id}"
+                )
+            values[positions] = torch.tensor(scores, dtype=torch.float64)
+        if not torch.isfinite(values).all():
+            raise RewardError(f"reward {name!r} produced NaN/inf: {values.tolist()}")
+        per_fn[name] = values
+    total = sum(cfg.weights[name] * per_fn[name] for name in cfg.weights)
+    return total.float(), per_fn

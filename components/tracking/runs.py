@@ -1,0 +1,116 @@
+"""MLflow runs: one parent run per pipeline execution, one child run per step.
+
+Default backend: SQLite (`sqlite:///…/mlflow.db`) with a local artifact folder; any tracking URI
+works (`params.tracking.uri` or `GROUPWISE_TRACKING_URI`).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from components.config import TrackingConfig
+
+
+def configure(cfg: TrackingConfig) -> str:
+    """Point MLflow at the tracking URI and make sure the experiment exists; returns its id."""
+    import mlflow
+
+    mlflow.set_tracking_uri(cfg.uri)
+    mlflow.set_registry_uri(cfg.uri)  # else the registry may follow another thread's tracking URI
+    if cfg.uri.startswith("sqlite:///"):
+        Path(cfg.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    experiment = mlflow.get_experiment_by_name(cfg.experiment)
+    if experiment is None:
+        cfg.artifact_location.mkdir(parents=True, exist_ok=True)
+        return mlflow.create_experiment(cfg.experiment, artifact_location=cfg.artifact_location.as_uri())
+    return experiment.experiment_id
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+
+
+def flatten(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}"""
+    out: dict[str, Any] = {}
+    _flatten("", mapping, out)
+    return out
+
+
+@contextmanager
+def step_run(
+    cfg: TrackingConfig,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    parent_run_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """Start a run (a child of `parent_run_id` if given), log flattened params, yield its id."""
+    import mlflow
+
+    experiment_id = configure(cfg)
+    with mlflow.start_run(
+        experiment_id=experiment_id,
+        run_name=name,
+        nested=parent_run_id is not None,
+        parent_run_id=parent_run_id,
+        tags={"groupwise.step": name, **(tags or {})},
+    ) as run:
+        if params:
+            flat = {k: (str(v) if v is not None else "null") for k, v in flatten(params).items()}
+            for start in range(0, len(flat), 90):
+                mlflow.log_params(dict(list(flat.items())[start : start + 90]))
+        yield run.info.run_id
+
+
+def log_metrics(metrics: Mapping[str, Any], step: int | None = None, prefix: str = "") -> None:
+    """Log every finite number of a (nested) mapping; names are flattened with dots."""
+    import mlflow
+
+    numbers = {
+        f"{prefix}{k}".replace("/", "."): float(v)
+        for k, v in flatten(metrics).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
+    if numbers:
+        mlflow.log_metrics(numbers, step=step)
+
+
+def log_artifacts(paths: list[Path], artifact_path: str | None = None) -> None:
+    import mlflow
+
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            mlflow.log_artifacts(str(path), artifact_path=f"{artifact_path}/{path.name}" if artifact_path else path.name)
+        elif path.is_file():
+            mlflow.log_artifact(str(path), artifact_path=artifact_path)
+
+
+def set_tags(tags: Mapping[str, Any]) -> None:
+    import mlflow
+
+    mlflow.set_tags({k: str(v) for k, v in tags.items()})
+
+
+def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str] | None = None) -> str:
+    """Create a parent run (left open for the steps) and return its id."""
+    import mlflow
+
+    experiment_id = configure(cfg)
+    client = mlflow.MlflowClient()
+    run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **(tags or {})})
+    return run.info.run_id
+
+
+def end_parent_run(run_id: str, status: str = "FINISHED") -> None:
+    import mlflow
+
+    mlflow.MlflowClient().set_terminated(run_id, status=status)

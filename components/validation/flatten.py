@@ -1,0 +1,253 @@
+"""Groups JSONL files -> three flat tables for Great Expectations, *without* pydantic.
+
+Reading raw JSON (not `PromptGroup`) lets a missing or mistyped field reach the checks as data, so
+it is reported as a rule failure with its line, instead of stopping at the first parse error.
+
+Tables (one pandas DataFrame each, default RangeIndex):
+
+- ``files``: one row per expected file — ``file``, ``n_groups`` (0 when the file is missing),
+  ``status`` ("3 group(s)" / "file not found").
+- ``groups``: one row per non-blank line — ``file``, ``line``; ``row_error`` (not JSON / not an
+  object); the raw ``group_id``/``domain``/``task``/``split`` when they are strings; a type label
+  list ``type_problems`` (``["group_id: missing"]``, from `GROUP_FIELD_TYPES`) and computed
+  columns.
+- ``members``: one row per element of ``members`` — ``file``, ``line``, ``member_index``,
+  ``group_id``, ``variant_id``, ``type_problems`` (`MEMBER_FIELD_TYPES`), ``text_chars`` and
+  computed columns.
+
+Computed columns are null where a check does not apply (e.g. ``consistency_*`` on diversity rows),
+so that GX's column expectations skip them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from components.data.io import TASKS
+from components.data.schema import PromptGroup
+
+GROUP_FIELDS = tuple(PromptGroup.model_fields)
+MISSING = "missing"
+_OPTIONAL = (MISSING, "null")
+
+# field -> accepted `type_label`s (the JSON shape of the PromptGroup schema)
+GROUP_FIELD_TYPES: dict[str, tuple[str, ...]] = {
+    "group_id": ("str",),
+    "domain": ("str",),
+    "task": ("str",),
+    "split": ("str",),
+    "members": ("list[dict]",),
+    "variant_axes": (MISSING, "dict[]", "dict[str, list[str]]"),
+    "valid_answers": (*_OPTIONAL, "list[]", "list[str]"),
+    "answer_normalizer": (*_OPTIONAL, "str"),
+}
+MEMBER_FIELD_TYPES: dict[str, tuple[str, ...]] = {
+    "variant_id": ("str",),
+    "text": ("str",),
+    "attributes": (MISSING, "dict[]", "dict[str, str]"),
+}
+
+
+@dataclass(frozen=True)
+class GroupTables:
+    files: pd.DataFrame
+    groups: pd.DataFrame
+    members: pd.DataFrame
+
+
+def type_label(value: Any, depth: int = 2) -> str:
+    """Short JSON type label: ``str``, ``int``, ``null``, ``list[str]``, ``dict[str, list[str]]``.
+
+    Element types of a list (or value types of a dict) are listed with ``|``; empty containers
+    read ``list[]`` / ``dict[]``.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        if depth == 0:
+            return "list"
+        inner = sorted({type_label(v, depth - 1) for v in value})
+        return f"list[{'|'.join(inner)}]"
+    if isinstance(value, dict):
+        if depth == 0:
+            return "dict"
+        inner = sorted({type_label(v, depth - 1) for v in value.values()})
+        return f"dict[str, {'|'.join(inner)}]" if inner else "dict[]"
+    return type(value).__name__
+
+
+def _type_problems(row: dict[str, Any], expected: dict[str, tuple[str, ...]]) -> list[str]:
+    """``["text: missing", "group_id: int"]`` for each field whose type label is not accepted."""
+    problems = []
+    for name, accepted in expected.items():
+        depth = 1 if name == "members" else 2  # members' own fields are checked per member
+        label = type_label(row[name], depth) if name in row else MISSING
+        if label not in accepted:
+            problems.append(f"{name}: {label}")
+    return problems
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _read_rows(path: Path) -> list[tuple[int, Any, str | None]]:
+    """(line number, parsed JSON or None, error) for each non-blank line."""
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                rows.append((number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+                continue
+            if not isinstance(value, dict):
+                rows.append((number, None, f"expected a JSON object, got {type_label(value)}"))
+                continue
+            rows.append((number, value, None))
+    return rows
+
+
+def _missing_axis_values(row: dict[str, Any]) -> list[str] | None:
+    """``['gender=man']`` for each declared axis value no member has; None if not computable."""
+    axes, members = row.get("variant_axes", {}), row.get("members")
+    if not isinstance(axes, dict) or not isinstance(members, list):
+        return None
+    seen = defaultdict(set)
+    for m in members:
+        attributes = m.get("attributes") if isinstance(m, dict) else None
+        if isinstance(attributes, dict):
+            for axis, value in attributes.items():
+                if isinstance(value, str):
+                    seen[axis].add(value)
+    return [
+        f"{axis}={value}"
+        for axis, values in axes.items()
+        for value in (values if isinstance(values, list) else [])
+        if value not in seen[axis]
+    ]
+
+
+def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str | None) -> dict:
+    record: dict[str, Any] = {"file": file, "line": line, "row_error": error}
+    row = row or {}
+    parsed = error is None
+    record["type_problems"] = _type_problems(row, GROUP_FIELD_TYPES) if parsed else []
+    record["n_type_problems"] = len(record["type_problems"]) if parsed else None
+    for name in ("group_id", "domain", "task", "split"):
+        record[name] = _str_or_none(row.get(name))
+    unknown = sorted(set(row) - set(GROUP_FIELDS))
+    record["unknown_fields"] = unknown
+    record["n_unknown_fields"] = len(unknown) if parsed else None
+    members = row.get("members")
+    stem = Path(file).stem
+    record["task_matches_file"] = (record["task"] == stem) if record["task"] in TASKS else None
+    is_consistency = record["task"] == "consistency"
+    is_diversity = record["task"] == "diversity"
+    record["consistency_n_members"] = (
+        len(members) if is_consistency and isinstance(members, list) else None
+    )
+    axes = row.get("variant_axes", {})
+    record["consistency_n_axes"] = len(axes) if is_consistency and isinstance(axes, dict) else None
+    missing = _missing_axis_values(row) if is_consistency else None
+    record["consistency_missing_axis_values"] = missing
+    record["consistency_n_missing_axis_values"] = len(missing) if missing is not None else None
+    answers = row.get("valid_answers")
+    answers = answers if isinstance(answers, list) else []
+    record["diversity_n_valid_answers"] = (
+        sum(isinstance(a, str) and bool(a.strip()) for a in answers) if is_diversity else None
+    )
+    normalizer = row.get("answer_normalizer")
+    record["diversity_normalizer"] = (
+        (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
+    )
+    return record
+
+
+def _member_records(group: dict[str, Any], row: dict[str, Any] | None) -> list[dict]:
+    members = (row or {}).get("members")
+    if not isinstance(members, list):
+        return []
+    records = []
+    for index, member in enumerate(members):
+        is_dict = isinstance(member, dict)
+        m = member if is_dict else {}
+        record: dict[str, Any] = {
+            "file": group["file"],
+            "line": group["line"],
+            "member_index": index,
+            "group_id": group["group_id"],
+            "split": group["split"],
+        }
+        problems = (
+            _type_problems(m, MEMBER_FIELD_TYPES) if is_dict else [f"member: {type_label(member)}"]
+        )
+        record["type_problems"] = problems
+        record["n_type_problems"] = len(problems)
+        record["variant_id"] = _str_or_none(m.get("variant_id"))
+        text = _str_or_none(m.get("text"))
+        record["text"] = text
+        record["text_chars"] = len(text.strip()) if text is not None else None
+        records.append(record)
+    return records
+
+
+def _splits_per(frame: pd.DataFrame, key: str) -> pd.Series:
+    """Number of distinct splits among the rows sharing each row's `key` (null key: null)."""
+    known = frame.dropna(subset=[key, "split"])
+    counts = known.groupby(key)["split"].nunique()
+    return frame[key].map(counts).astype("Int64")
+
+
+def _frame(records: list[dict], int_columns: tuple[str, ...], columns: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records, columns=columns).astype(object)
+    frame = frame.where(frame.notna(), None)
+    for column in int_columns:
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+_GROUP_INTS = (
+    "line",
+    "n_type_problems",
+    "n_unknown_fields",
+    "consistency_n_members",
+    "consistency_n_axes",
+    "consistency_n_missing_axis_values",
+    "diversity_n_valid_answers",
+)
+_MEMBER_INTS = ("line", "member_index", "n_type_problems", "text_chars")
+
+
+def flatten_groups(paths: list[Path]) -> GroupTables:
+    """Read the groups files (a missing one counts 0 groups) into the three tables."""
+    file_records, group_records, member_records = [], [], []
+    for path in paths:
+        rows = _read_rows(path) if path.is_file() else []
+        status = f"{len(rows)} group(s)" if path.is_file() else "file not found"
+        file_records.append({"file": str(path), "n_groups": len(rows), "status": status})
+        for line, row, error in rows:
+            group = _group_record(str(path), line, row, error)
+            group_records.append(group)
+            member_records.extend(_member_records(group, row))
+    dummy = _group_record("", 0, {}, None)  # its keys name the columns, even of an empty table
+    member_columns = list(_member_records(dummy, {"members": [{}]})[0])
+    groups = _frame(group_records, _GROUP_INTS, list(dummy))
+    members = _frame(member_records, _MEMBER_INTS, member_columns)
+    groups["n_splits_for_group_id"] = _splits_per(groups, "group_id")
+    groups["splits_for_group_id"] = groups["group_id"].map(
+        groups.dropna(subset=["group_id", "split"]).groupby("group_id")["split"].agg(
+            lambda s: sorted(set(s))
+        )
+    )
+    members["n_splits_for_text"] = _splits_per(members, "text")
+    files = _frame(file_records, ("n_groups",), ["file", "n_groups", "status"])
+    return GroupTables(files=files, groups=groups, members=members)

@@ -1,0 +1,167 @@
+"""The named data-quality rules for groups files, each one or more GX expectations.
+
+A `Check` is one GX expectation (class name + keyword arguments, so this module does not import
+GX) on one table of `flatten.GroupTables`, tagged with the rule it belongs to and the column whose
+value is shown for an offending row. `checks(data_cfg)` lists them all; `RULES` describes each rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from components.config import DataConfig
+from components.data.io import SPLITS, TASKS
+from components.data.normalizers import normalizer_names
+
+Table = Literal["files", "groups", "members"]
+
+MIN_CONSISTENCY_MEMBERS = 2  # a consistency group compares at least two variants
+
+RULES: dict[str, str] = {
+    "file_has_groups": "each groups file exists and holds at least one group",
+    "line_is_json_object": "each non-blank line is a JSON object",
+    "required_fields_typed": "required fields present with the right JSON type: group_id, domain, "
+    "task, split: str; members: list of objects; member variant_id, text: str; optional fields "
+    "typed (see flatten.GROUP_FIELD_TYPES / MEMBER_FIELD_TYPES)",
+    "no_unknown_fields": "no fields outside the PromptGroup schema",
+    "task_is_known": f"task is one of {list(TASKS)}",
+    "task_matches_file": "a group's task matches its file (consistency.jsonl / diversity.jsonl)",
+    "split_is_known": f"split is one of {list(SPLITS)}",
+    "text_length_within_bounds": "member text (stripped) has min_chars..max_chars characters",
+    "group_id_unique": "group_id is unique across all groups files",
+    "variant_id_unique_in_group": "(group_id, variant_id) is unique",
+    "consistency_has_min_members": f"a consistency group has >= {MIN_CONSISTENCY_MEMBERS} members",
+    "consistency_declares_variant_axes": "a consistency group declares at least one variant axis",
+    "consistency_covers_variant_axes": "members cover every value of every declared variant axis",
+    "diversity_has_valid_answers": "a diversity task has a non-empty set of valid answers",
+    "diversity_normalizer_registered": "a diversity task names a registered answer normaliser",
+    "group_id_in_one_split": "no group_id appears in both splits",
+    "prompt_text_in_one_split": "no prompt text appears in both splits (no leakage)",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One GX expectation belonging to a named rule."""
+
+    rule: str
+    table: Table
+    expectation: str  # class name in great_expectations.expectations
+    kwargs: dict[str, Any]
+    shows: str  # column displayed as the offending value
+    label: str | None = None  # prefix of the displayed value, e.g. "text: missing"
+
+
+def _between(
+    rule: str,
+    table: Table,
+    column: str,
+    lo: int | None,
+    hi: int | None,
+    shows: str | None = None,
+    label: str | None = None,
+) -> Check:
+    return Check(
+        rule,
+        table,
+        "ExpectColumnValuesToBeBetween",
+        {"column": column, "min_value": lo, "max_value": hi},
+        shows=shows or column,
+        label=label,
+    )
+
+
+def _in_set(rule: str, table: Table, column: str, values: list[Any], label: str) -> Check:
+    return Check(
+        rule,
+        table,
+        "ExpectColumnValuesToBeInSet",
+        {"column": column, "value_set": values},
+        shows=column,
+        label=label,
+    )
+
+
+def checks(data_cfg: DataConfig) -> list[Check]:
+    """Every check of every rule, with bounds from `data_cfg`."""
+    return [
+        _between("file_has_groups", "files", "n_groups", 1, None, shows="status"),
+        Check(
+            "line_is_json_object",
+            "groups",
+            "ExpectColumnValuesToBeNull",
+            {"column": "row_error"},
+            shows="row_error",
+        ),
+        _between(
+            "required_fields_typed", "groups", "n_type_problems", 0, 0,
+            shows="type_problems", label="fields",
+        ),
+        _between(
+            "required_fields_typed", "members", "n_type_problems", 0, 0,
+            shows="type_problems", label="fields",
+        ),
+        _between(
+            "no_unknown_fields", "groups", "n_unknown_fields", 0, 0,
+            shows="unknown_fields", label="unknown",
+        ),
+        _in_set("task_is_known", "groups", "task", list(TASKS), "task"),
+        Check(
+            "task_matches_file",
+            "groups",
+            "ExpectColumnValuesToBeInSet",
+            {"column": "task_matches_file", "value_set": [True]},
+            shows="task",
+            label="task",
+        ),
+        _in_set("split_is_known", "groups", "split", list(SPLITS), "split"),
+        _between(
+            "text_length_within_bounds", "members", "text_chars",
+            data_cfg.min_chars, data_cfg.max_chars, label="chars",
+        ),
+        Check(
+            "group_id_unique",
+            "groups",
+            "ExpectColumnValuesToBeUnique",
+            {"column": "group_id"},
+            shows="group_id",
+            label="duplicate",
+        ),
+        Check(
+            "variant_id_unique_in_group",
+            "members",
+            "ExpectCompoundColumnsToBeUnique",
+            {"column_list": ["group_id", "variant_id"], "ignore_row_if": "any_value_is_missing"},
+            shows="variant_id",
+            label="duplicate",
+        ),
+        _between(
+            "consistency_has_min_members", "groups", "consistency_n_members",
+            MIN_CONSISTENCY_MEMBERS, None, label="members",
+        ),
+        _between(
+            "consistency_declares_variant_axes", "groups", "consistency_n_axes", 1, None,
+            label="axes",
+        ),
+        _between(
+            "consistency_covers_variant_axes", "groups", "consistency_n_missing_axis_values", 0, 0,
+            shows="consistency_missing_axis_values", label="missing",
+        ),
+        _between(
+            "diversity_has_valid_answers", "groups", "diversity_n_valid_answers", 1, None,
+            label="valid answers",
+        ),
+        _in_set(
+            "diversity_normalizer_registered", "groups", "diversity_normalizer",
+            normalizer_names(), "normalizer",
+        ),
+        _between(
+            "group_id_in_one_split", "groups", "n_splits_for_group_id", 1, 1,
+            shows="splits_for_group_id", label="splits",
+        ),
+        _between(
+            "prompt_text_in_one_split", "members", "n_splits_for_text", 1, 1,
+            shows="text", label="text in both splits",
+        ),
+    ]

@@ -1,0 +1,121 @@
+"""`groupwise` command line: one subcommand per pipeline step, and `retrain` for the whole flow."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    help="groupwise: group-relative RL for consistent and diverse LLMs.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+console = Console(stderr=True)
+
+ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
+ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
+
+
+def _run_step(name: str, params_path: Path, profile: Optional[str]) -> None:
+    from components.config import ParamsError, load_params
+    from flows.steps import STEPS
+
+    try:
+        params = load_params(params_path, profile)
+        started = time.perf_counter()
+        result = STEPS[name](params)
+    except (ParamsError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        console.print(f"[bold red]groupwise {name} failed:[/] {exc}")
+        raise typer.Exit(code=2) from exc
+    console.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {result.summary}")
+    console.print(f"  MLflow run: {result.run_id}")
+    for key, value in result.outputs.items():
+        console.print(f"  {key}: {value}")
+
+
+@app.command()
+def build(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Build prompt groups (PromptGroup JSONL) from data/templates."""
+    _run_step("build", params, profile)
+
+
+@app.command()
+def validate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Validate the group files with Great Expectations (fails naming file, rule and rows)."""
+    _run_step("validate", params, profile)
+
+
+@app.command("prepare-model")
+def prepare_model(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Convert the embedded SmolLM2 GGUF (or build the tiny test model) to safetensors."""
+    _run_step("prepare-model", params, profile)
+
+
+@app.command()
+def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Fine-tune a LoRA adapter with group-relative GRPO."""
+    _run_step("train", params, profile)
+
+
+@app.command()
+def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Evaluate base vs tuned on held-out groups (metrics.json, tables, plots)."""
+    _run_step("evaluate", params, profile)
+
+
+@app.command()
+def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Apply the gates; on pass register the adapter in MLflow with the configured alias."""
+    _run_step("register", params, profile)
+
+
+@app.command()
+def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Run the whole Prefect `retrain` flow and print where every result is."""
+    from components.config import ParamsError, load_params
+    from flows.retrain import retrain as retrain_flow
+
+    try:
+        resolved = load_params(params, profile)
+    except ParamsError as exc:
+        console.print(f"[bold red]groupwise retrain failed:[/] {exc}")
+        raise typer.Exit(code=2) from exc
+    started = time.perf_counter()
+    summary = retrain_flow(str(params), profile)
+    table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
+    for column in ("step", "MLflow run", "result"):
+        table.add_column(column, overflow="fold")
+    for r in summary.results:
+        table.add_row(r.step, r.run_id, r.summary)
+    out = Console()
+    out.print(table)
+    out.print(f"MLflow: {resolved.tracking.uri}  (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
+    out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
+    out.print(f"Report: {resolved.paths.reports / 'summary.md'}  metrics: {resolved.paths.reports / 'metrics.json'}")
+    reg = summary.registration
+    if reg.get("passed"):
+        out.print(f"[bold green]Registered[/] {reg['model_name']} version {reg['version']} as @{reg['alias']}: {reg['uri']}")
+    else:
+        out.print("[bold yellow]Gate refused; nothing registered.[/] Reasons:")
+        for reason in reg.get("reasons", []):
+            out.print(f"  - {reason}")
+
+
+@app.command("show-params")
+def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Print the resolved parameters (profile applied, paths absolute) as JSON."""
+    from components.config import load_params
+
+    json.dump(load_params(params, profile).model_dump(mode="json"), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    app()

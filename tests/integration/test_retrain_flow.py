@@ -1,0 +1,80 @@
+"""The whole `retrain` flow on the tiny model against real Prefect, MLflow (SQLite) and GX."""
+
+import json
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+
+from components.config import load_params
+from flows import steps
+from flows.retrain import retrain
+from tests.conftest import make_project, seed_tiny_model
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+STEPS = ["build_groups", "validate_groups", "prepare_base_model", "train", "evaluate", "register"]
+
+
+def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, prefect_harness):
+    seed_tiny_model(project, tiny_model_dir)
+    summary = retrain(str(project / "params.yaml"))
+    params = load_params(project / "params.yaml")
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+
+    assert [r.step for r in summary.results] == STEPS
+    reg = summary.registration
+    assert reg["passed"] is True and reg["alias"] == "challenger"
+    version = client.get_model_version_by_alias(params.registry.model_name, "challenger")
+    assert str(version.version) == reg["version"]
+    for tag in ("data.sha256", "params.hash", "git.commit", "gate.passed", "gate.gap_reduction"):
+        assert tag in version.tags
+
+    # one parent run with one finished child run per step, each with what it logged
+    parent = client.get_run(summary.parent_run_id)
+    assert parent.info.status == "FINISHED"
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{summary.parent_run_id}'"
+    )
+    assert sorted(r.info.run_name for r in children) == sorted(STEPS)
+    by_name = {r.info.run_name: r for r in children}
+    assert "train.reward_mean" in by_name["train"].data.metrics
+    assert "eval.consistency.base_mean_gap" in by_name["evaluate"].data.metrics
+    assert by_name["train"].data.params["train.samples_per_prompt"] == "3"
+    history = client.get_metric_history(by_name["train"].info.run_id, "train.loss")
+    assert [m.step for m in history] == [1, 2]
+
+    # the step outputs are where params.yaml says
+    metrics = json.loads((params.paths.reports / "metrics.json").read_text())
+    assert metrics["consistency"]["n_groups"] == 6
+    assert (params.paths.validation / "report.json").is_file()
+    assert (params.paths.reports / "entropy_gap.png").stat().st_size > 0
+    assert json.loads((params.paths.registry / "decision.json").read_text())["version"] == reg["version"]
+
+    # the registered model loads by alias and generates text
+    mlflow.set_tracking_uri(params.tracking.uri)
+    mlflow.set_registry_uri(params.tracking.uri)
+    model = mlflow.pyfunc.load_model(f"models:/{params.registry.model_name}@challenger")
+    out = model.predict(["What should I invest in?", "Name a colour."], params={"max_new_tokens": 5})
+    assert len(out) == 2 and all(isinstance(t, str) for t in out)
+
+    # a gate that cannot pass registers nothing and says why
+    strict = params.model_copy(update={"gate": params.gate.model_copy(update={"min_relative_gap_reduction": 5.0})})
+    refused = steps.register(strict)
+    assert refused.metrics["passed"] is False
+    assert any(reason.startswith("gap_reduction") for reason in refused.metrics["reasons"])
+    versions = client.search_model_versions(f"name = '{params.registry.model_name}'")
+    assert [str(v.version) for v in versions] == [reg["version"]]
+    assert str(client.get_model_version_by_alias(params.registry.model_name, "challenger").version) == reg["version"]
+
+
+def test_invalid_groups_stop_the_flow_before_training(tmp_path, tiny_model_dir, prefect_harness):
+    project = make_project(tmp_path / "bad", "tiny", {"data.max_chars": 20})  # every prompt is longer
+    seed_tiny_model(project, tiny_model_dir)
+    with pytest.raises(Exception, match=r"consistency\.jsonl.*rule"):
+        retrain(str(project / "params.yaml"))
+    params = load_params(project / "params.yaml")
+    assert (params.paths.validation / "report.json").is_file()
+    assert not (params.paths.checkpoints / "latest").exists()
+    assert not (params.paths.reports / "metrics.json").exists()
+    assert MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri).search_registered_models() == []

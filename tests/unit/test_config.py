@@ -1,0 +1,68 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.config import ParamsError, load_params
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path, raw) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_repository_params_load_in_every_profile():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for profile in ["default", *raw["profiles"]]:
+        params = load_params(ROOT / "params.yaml", profile)
+        assert params.profile == profile
+        assert params.reward.weights == {"entropy_helpfulness": 0.4, "stability": 0.6}
+    assert load_params(ROOT / "params.yaml", "tiny").model.source == "tiny"
+    assert load_params(ROOT / "params.yaml").train.samples_per_prompt == 6
+
+
+def test_profile_deep_merges_and_paths_resolve(tmp_path):
+    path = write(tmp_path, {"train": {"steps": 5, "lr": 0.1}, "profiles": {"quick": {"train": {"steps": 1}}}})
+    params = load_params(path, "quick")
+    assert params.train.steps == 1 and params.train.lr == 0.1  # untouched keys survive the merge
+    assert params.paths.groups == tmp_path / "data/groups"
+    assert params.tracking.uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+
+
+def test_env_selects_profile(tmp_path, monkeypatch):
+    path = write(tmp_path, {"profiles": {"quick": {"train": {"steps": 1}}}})
+    monkeypatch.setenv("GROUPWISE_PROFILE", "quick")
+    assert load_params(path).train.steps == 1
+
+
+def test_dvc_exp_string_numbers_are_coerced(tmp_path):
+    # `dvc exp run -S train.lr=2e-5` writes '2e-05', which YAML reads back as a string
+    path = write(tmp_path, {"train": {"lr": "2e-05"}})
+    assert load_params(path).train.lr == pytest.approx(2e-5)
+
+
+def test_bad_value_names_file_and_field(tmp_path):
+    path = write(tmp_path, {"train": {"samples_per_prompt": 1}})
+    with pytest.raises(ParamsError, match=r"params.yaml.*train\.samples_per_prompt"):
+        load_params(path)
+
+
+def test_unknown_key_and_profile_are_refused(tmp_path):
+    with pytest.raises(ParamsError, match=r"train\.stepz"):
+        load_params(write(tmp_path, {"train": {"stepz": 3}}))
+    with pytest.raises(ParamsError, match="unknown profile 'nope'"):
+        load_params(write(tmp_path, {}), "nope")
+
+
+def test_tracking_uri_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GROUPWISE_TRACKING_URI", "http://127.0.0.1:5000")
+    assert load_params(write(tmp_path, {})).tracking.uri == "http://127.0.0.1:5000"
+
+
+def test_mlflow_env_side_effect_does_not_redirect_other_projects(tmp_path, monkeypatch):
+    # mlflow.set_tracking_uri() exports MLFLOW_TRACKING_URI; params must not follow it
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////somewhere/else.db")
+    assert load_params(write(tmp_path, {})).tracking.uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"

@@ -1,0 +1,186 @@
+"""summarize() (the metrics.json content) and the report files written from it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, summarize
+from components.evaluation.report import render_markdown, write_report
+
+CONSISTENCY_KEYS = {
+    "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
+    "p_value", "p_value_wilcoxon", "significant", "base_helpfulness", "tuned_helpfulness",
+    "base_mean_words", "tuned_mean_words",
+}  # fmt: skip
+DIVERSITY_KEYS = {
+    "n_tasks", "base_distinct_1", "tuned_distinct_1", "base_distinct_2", "tuned_distinct_2",
+    "base_validity", "tuned_validity", "base_coverage", "tuned_coverage", "base_tv_to_uniform",
+    "tuned_tv_to_uniform",
+}  # fmt: skip
+
+
+def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) -> pd.DataFrame:
+    rows = []
+    for i, (base, tuned) in enumerate(zip(base_gaps, tuned_gaps)):
+        rows.append(
+            {
+                "group_id": f"g{i}", "domain": "job", "n_variants": 2,
+                "base_gap": base, "tuned_gap": tuned,
+                "base_helpfulness": 0.6, "tuned_helpfulness": 0.5 + 0.1 * i,
+                "base_words": 20.0, "tuned_words": 10.0 * (i + 1),
+                "base_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + base}),
+                "tuned_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + tuned}),
+            }  # fmt: skip
+        )
+    return pd.DataFrame(rows, columns=CONSISTENCY_COLUMNS)
+
+
+def diversity_frame() -> pd.DataFrame:
+    rows = [
+        {"group_id": "d0", "domain": "colors", "n_samples": 4,
+         "base_distinct_1": 0.25, "tuned_distinct_1": 1.0,
+         "base_distinct_2": 0.0, "tuned_distinct_2": 0.0,
+         "base_validity": 1.0, "tuned_validity": 0.75,
+         "base_coverage": 0.25, "tuned_coverage": 0.75,
+         "base_distinct_answers": 1, "tuned_distinct_answers": 3,
+         "base_tv_to_uniform": 0.75, "tuned_tv_to_uniform": 0.25},
+        {"group_id": "d1", "domain": "colors", "n_samples": 4,
+         "base_distinct_1": 0.75, "tuned_distinct_1": 1.0,
+         "base_distinct_2": 0.5, "tuned_distinct_2": 0.5,
+         "base_validity": 0.5, "tuned_validity": 1.0,
+         "base_coverage": 0.5, "tuned_coverage": 1.0,
+         "base_distinct_answers": 2, "tuned_distinct_answers": 4,
+         "base_tv_to_uniform": 0.25, "tuned_tv_to_uniform": 0.0},
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=DIVERSITY_COLUMNS)
+
+
+def all_numbers_finite(obj) -> bool:
+    if isinstance(obj, dict):
+        return all(all_numbers_finite(v) for v in obj.values())
+    if isinstance(obj, list):
+        return all(all_numbers_finite(v) for v in obj)
+    return not isinstance(obj, float) or math.isfinite(obj)
+
+
+# --- summarize ------------------------------------------------------------------------------------
+
+
+def test_summarize_shape_and_values():
+    metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)
+    assert set(metrics) == {"consistency", "diversity", "notes"}
+    assert set(metrics["consistency"]) == CONSISTENCY_KEYS
+    assert set(metrics["diversity"]) == DIVERSITY_KEYS
+    c, d = metrics["consistency"], metrics["diversity"]
+    assert c["n_groups"] == 3
+    assert c["base_mean_gap"] == pytest.approx(1.6 / 3)
+    assert c["tuned_mean_gap"] == pytest.approx(1.05 / 3)
+    assert c["relative_gap_reduction"] == pytest.approx(0.55 / 1.6)
+    t = 2.5235723
+    assert c["t_statistic"] == pytest.approx(t, rel=1e-6)
+    assert c["p_value"] == pytest.approx(1 - t / math.sqrt(t * t + 2), rel=1e-6)  # ≈ 0.128
+    assert c["p_value_wilcoxon"] == pytest.approx(0.25)
+    assert c["significant"] is False
+    assert c["base_helpfulness"] == pytest.approx(0.6)
+    assert c["tuned_helpfulness"] == pytest.approx(0.6)
+    assert c["base_mean_words"] == pytest.approx(20.0)
+    assert c["tuned_mean_words"] == pytest.approx(20.0)
+    assert d["n_tasks"] == 2
+    assert d["base_coverage"] == pytest.approx(0.375)
+    assert d["tuned_tv_to_uniform"] == pytest.approx(0.125)
+    assert d["base_distinct_1"] == pytest.approx(0.5)
+    assert metrics["notes"] == []
+    assert all(type(v) is float for k, v in c.items() if k not in ("n_groups", "significant"))
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_significant_follows_alpha():
+    metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.2)
+    assert metrics["consistency"]["significant"] is True
+
+
+def test_empty_diversity_gives_nulls_and_a_note():
+    metrics = summarize(consistency_frame(), pd.DataFrame(), alpha=0.01)
+    assert metrics["diversity"]["n_tasks"] == 0
+    assert all(metrics["diversity"][k] is None for k in DIVERSITY_KEYS - {"n_tasks"})
+    assert any(note.startswith("diversity:") for note in metrics["notes"])
+
+
+def test_zero_base_gap_gives_null_relative_reduction():
+    frame = consistency_frame(base_gaps=(0.0, 0.0, 0.0), tuned_gaps=(0.0, 0.0, 0.0))
+    metrics = summarize(frame, diversity_frame(), alpha=0.01)
+    c = metrics["consistency"]
+    assert c["relative_gap_reduction"] is None
+    assert c["t_statistic"] is None and c["p_value"] is None and c["p_value_wilcoxon"] is None
+    assert c["significant"] is False
+    assert any("relative_gap_reduction is null" in note for note in metrics["notes"])
+    assert any("p_value is null" in note for note in metrics["notes"])
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_missing_columns_are_named():
+    with pytest.raises(ValueError, match="tuned_gap"):
+        summarize(consistency_frame().drop(columns=["tuned_gap"]), diversity_frame(), 0.01)
+
+
+# --- report files ---------------------------------------------------------------------------------
+
+
+def test_write_report_files(tmp_path):
+    consistency, diversity = consistency_frame(), diversity_frame()
+    metrics = summarize(consistency, diversity, alpha=0.01)
+    files = write_report(tmp_path / "report", consistency, diversity, metrics)
+
+    assert all(path.is_file() for path in files.paths())
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == sorted(
+        p.name for p in files.paths()
+    )  # no temporary files left behind
+    text = files.metrics.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == metrics
+    assert all_numbers_finite(json.loads(text))
+
+    assert list(pd.read_csv(files.per_group_consistency).columns) == CONSISTENCY_COLUMNS
+    assert len(pd.read_csv(files.per_group_diversity)) == 2
+    gaps = pd.read_csv(files.entropy_gap_csv)
+    assert list(gaps.columns) == ["group_id", "model", "gap"]
+    assert len(gaps) == 6 and set(gaps["model"]) == {"base", "tuned"}
+    g1 = gaps[gaps["group_id"] == "g1"].set_index("model")["gap"]
+    assert g1["base"] == pytest.approx(0.7) and g1["tuned"] == pytest.approx(0.4)
+    assert files.entropy_gap_png.read_bytes().startswith(b"\x89PNG")
+
+    summary = files.summary.read_text()
+    assert "| metric | base | tuned | change |" in summary
+    assert "consistency groups: 3" in summary
+    assert f"p = {metrics['consistency']['p_value']:.3g}" in summary
+
+
+def test_write_report_with_empty_diversity_and_nulls(tmp_path):
+    consistency = consistency_frame(base_gaps=(0.2,), tuned_gaps=(0.1,))
+    metrics = summarize(consistency, pd.DataFrame(), alpha=0.01)
+    files = write_report(tmp_path, consistency, pd.DataFrame(), metrics)
+    assert json.loads(files.metrics.read_text())["consistency"]["p_value"] is None
+    assert list(pd.read_csv(files.per_group_diversity).columns) == DIVERSITY_COLUMNS
+    assert "n/a" in files.summary.read_text()
+
+
+def test_write_report_refuses_nan_before_writing(tmp_path):
+    metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)
+    metrics["consistency"]["tuned_mean_gap"] = float("nan")
+    with pytest.raises(ValueError):
+        write_report(tmp_path, consistency_frame(), diversity_frame(), metrics)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_render_markdown_table_rows():
+    metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)
+    text = render_markdown(metrics)
+    gap_row = "| entropy gap (nats, lower is more consistent) | 0.533 | 0.350 | -0.183 (-34.4%) |"
+    assert gap_row in text
+    assert "| coverage of valid answers | 0.375 | 0.875 |" in text
+    no_diversity = render_markdown(summarize(consistency_frame(), pd.DataFrame(), alpha=0.01))
+    assert "distinct-1" not in no_diversity

@@ -1,0 +1,84 @@
+"""GRPO loop on the tiny random model: a checkpoint is written, weights move, runs are seeded."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from components.config import Params
+from components.data.schema import Member, PromptGroup
+from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
+from components.grpo.trainer import TrainingError, group_schedule, train
+from components.rewards.registry import REWARDS, register_reward
+
+
+def groups(n: int = 3) -> list[PromptGroup]:
+    return [
+        PromptGroup(
+            group_id=f"g{i}",
+            domain="investment",
+            task="consistency",
+            split="train",
+            variant_axes={"gender": ["woman", "man"]},
+            members=[
+                Member(variant_id=g, attributes={"gender": g}, text=f"I am a {g} aged {30 + i}. What should I invest in?")
+                for g in ("woman", "man")
+            ],
+        )
+        for i in range(n)
+    ]
+
+
+def tiny_params(**train) -> Params:
+    p = Params()
+    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2, **train}
+    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+
+
+def test_group_schedule_keeps_groups_whole_and_is_seeded():
+    gs = groups(3)
+    a = group_schedule(gs, per_step=2, steps=4, seed=1)
+    assert [len(s) for s in a] == [2, 2, 2, 2]
+    assert [[g.group_id for g in s] for s in a] == [[g.group_id for g in s] for s in group_schedule(gs, 2, 4, 1)]
+    with pytest.raises(ValueError, match="no training groups"):
+        group_schedule([], 1, 1, 0)
+
+
+def test_training_writes_checkpoint_and_is_reproducible(tiny_model_dir, tmp_path):
+    params = tiny_params()
+    first = train(params, groups(), tiny_model_dir, tmp_path / "a", show_progress=False)
+    second = train(params, groups(), tiny_model_dir, tmp_path / "b", show_progress=False)
+
+    for ckpt in (tmp_path / "a", tmp_path / "b"):
+        assert (ckpt / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+        assert (ckpt / ADAPTER_DIR / "adapter_config.json").is_file()
+    state = json.loads((tmp_path / "a" / STATE_FILE).read_text())
+    assert state["steps"] == 2 and state["samples"] == 2 * 2 * 2 * 3
+    assert len((tmp_path / "a" / LOG_FILE).read_text().strip().splitlines()) == 3  # header + 2 steps
+
+    weights = load_file(tmp_path / "a" / ADAPTER_DIR / "adapter_model.safetensors")
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and any(v.abs().sum() > 0 for v in lora_b), "LoRA B starts at 0 and must have moved"
+    other = load_file(tmp_path / "b" / ADAPTER_DIR / "adapter_model.safetensors")
+    assert all(torch.equal(weights[k], other[k]) for k in weights), "same params must give the same adapter"
+    assert [h["reward_mean"] for h in first.history] == [h["reward_mean"] for h in second.history]
+    for key in ("loss", "kl", "reward/entropy_helpfulness_mean", "reward/stability_mean", "advantage_std", "grad_norm"):
+        assert key in first.final
+
+
+def test_non_finite_reward_stops_before_any_checkpoint(tiny_model_dir, tmp_path):
+    @register_reward("test_exploding", kind="sample")
+    def exploding(rollout, group, cfg):
+        return float("inf")
+
+    params = tiny_params(steps=1)
+    params = params.model_copy(update={"reward": params.reward.model_copy(update={"weights": {"test_exploding": 1.0}})})
+    try:
+        with pytest.raises(FloatingPointError, match="test_exploding"):
+            train(params, groups(), tiny_model_dir, tmp_path / "ckpt", show_progress=False)
+    finally:
+        REWARDS.pop("test_exploding")
+    assert not (tmp_path / "ckpt").exists()
+    assert not list(tmp_path.glob(".ckpt-tmp-*"))
+    assert issubclass(TrainingError, FloatingPointError)

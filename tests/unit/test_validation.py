@@ -1,0 +1,311 @@
+"""GX validation of groups files: built data passes; breaking each rule names rule, file and row.
+
+Real Great Expectations (no mocks). The GX context is built once per process (first call ~5 s,
+then well under a second per validation).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from components.config import DataConfig
+from components.data.builder import build_groups
+from components.data.io import write_groups
+from components.validation import RULES, GroupValidationError, ValidationReport, validate_groups
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
+DATA_CFG = DataConfig()
+Rows = dict[str, list]  # task -> rows of its file (dicts, or raw strings for broken lines)
+
+
+@pytest.fixture(scope="module")
+def built_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("groups")
+    write_groups(build_groups(TEMPLATES, DATA_CFG, seed=1234), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def built_rows(built_dir: Path) -> Rows:
+    return {
+        task: [json.loads(line) for line in (built_dir / f"{task}.jsonl").read_text().splitlines()]
+        for task in ("consistency", "diversity")
+    }
+
+
+def _save(rows: Rows, out: Path) -> None:
+    for task, items in rows.items():
+        lines = [item if isinstance(item, str) else json.dumps(item) for item in items]
+        (out / f"{task}.jsonl").write_text("".join(line + "\n" for line in lines))
+
+
+def _validate_broken(rows: Rows, out: Path) -> tuple[GroupValidationError, dict]:
+    _save(rows, out)
+    report_path = out / "report.json"
+    with pytest.raises(GroupValidationError) as info:
+        validate_groups(out, DATA_CFG, report_path)
+    return info.value, json.loads(report_path.read_text())
+
+
+def test_built_groups_pass(built_dir: Path, tmp_path: Path) -> None:
+    report_path = tmp_path / "reports" / "groups.json"
+    report = validate_groups(built_dir, DATA_CFG, report_path)
+    assert isinstance(report, ValidationReport) and report.success
+    saved = json.loads(report_path.read_text())
+    assert saved["success"] is True
+    assert {(r["rule"], Path(r["file"]).name) for r in saved["rules"]} == {
+        (rule, f"{task}.jsonl") for rule in RULES for task in ("consistency", "diversity")
+    }
+    assert saved["files"][str(built_dir / "consistency.jsonl")]["groups"] >= 120
+    assert not list(report_path.parent.glob("*.tmp"))
+
+
+# --- one breakage per rule ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Where:
+    """An offending row expected in the message: 1-based line, group id, and a value snippet."""
+
+    line: int | None
+    group_id: str | None
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Breakage:
+    rule: str
+    task: str  # the file that must be named
+    mutate: Callable[[Rows], list[Where]]
+    also: frozenset[str] = field(default_factory=frozenset)  # rules allowed to fail as well
+
+
+def _first(rows: list[dict], split: str) -> int:
+    return next(i for i, r in enumerate(rows) if r["split"] == split)
+
+
+def _drop_man(rows: Rows) -> list[Where]:
+    r = rows["consistency"][11]
+    r["members"] = [m for m in r["members"] if m["attributes"]["gender"] == "woman"]
+    return [Where(12, r["group_id"], "missing: ['gender=man']")]
+
+
+def _empty_diversity(rows: Rows) -> list[Where]:
+    rows["diversity"].clear()
+    return [Where(None, None, "0 group(s)")]
+
+
+def _bad_json(rows: Rows) -> list[Where]:
+    rows["consistency"][4] = '{"group_id": "investment-0004",'
+    rows["consistency"][5] = "[1, 2]"
+    return [
+        Where(5, None, "not valid JSON"),
+        Where(6, None, "expected a JSON object, got list[int]"),
+    ]
+
+
+def _missing_group_id(rows: Rows) -> list[Where]:
+    del rows["consistency"][2]["group_id"]
+    return [Where(3, None, "group_id: missing")]
+
+
+def _text_not_string(rows: Rows) -> list[Where]:
+    r = rows["diversity"][0]
+    r["members"][0]["text"] = 42
+    return [Where(1, r["group_id"], "variant_id=p0, fields: ['text: int']")]
+
+
+def _unknown_field(rows: Rows) -> list[Where]:
+    r = rows["consistency"][6]
+    r["colour"] = "red"
+    return [Where(7, r["group_id"], "unknown: ['colour']")]
+
+
+def _unknown_task(rows: Rows) -> list[Where]:
+    r = rows["consistency"][7]
+    r["task"] = "consistancy"
+    return [Where(8, r["group_id"], "task: consistancy")]
+
+
+def _task_in_wrong_file(rows: Rows) -> list[Where]:
+    moved = copy.deepcopy(rows["diversity"][0]) | {"group_id": "moved-p0"}
+    rows["consistency"].append(moved)
+    return [Where(len(rows["consistency"]), "moved-p0", "task: diversity")]
+
+
+def _unknown_split(rows: Rows) -> list[Where]:
+    r = rows["consistency"][8]
+    r["split"] = "test"
+    return [Where(9, r["group_id"], "split: test")]
+
+
+def _short_text(rows: Rows) -> list[Where]:
+    r = rows["consistency"][9]
+    r["members"][1]["text"] = "  Hi?  "
+    return [Where(10, r["group_id"], f"variant_id={r['members'][1]['variant_id']}, chars: 3")]
+
+
+def _long_text(rows: Rows) -> list[Where]:
+    r = rows["diversity"][1]
+    r["members"][0]["text"] = "x" * (DATA_CFG.max_chars + 1)
+    return [Where(2, r["group_id"], f"chars: {DATA_CFG.max_chars + 1}")]
+
+
+def _duplicate_group_id(rows: Rows) -> list[Where]:
+    c = rows["consistency"]
+    c[13]["group_id"] = c[12]["group_id"]
+    return [Where(13, c[12]["group_id"], "duplicate"), Where(14, c[12]["group_id"], "duplicate")]
+
+
+def _duplicate_variant_id(rows: Rows) -> list[Where]:
+    r = rows["consistency"][15]
+    r["members"][1]["variant_id"] = r["members"][0]["variant_id"]
+    return [Where(16, r["group_id"], f"duplicate: {r['members'][0]['variant_id']}")]
+
+
+def _single_member(rows: Rows) -> list[Where]:
+    r = rows["consistency"][16]
+    r["members"] = r["members"][:1]
+    return [Where(17, r["group_id"], "members: 1")]
+
+
+def _no_axes(rows: Rows) -> list[Where]:
+    r = rows["consistency"][17]
+    r["variant_axes"] = {}
+    return [Where(18, r["group_id"], "axes: 0")]
+
+
+def _empty_valid_set(rows: Rows) -> list[Where]:
+    rows["diversity"][2]["valid_answers"] = []
+    rows["diversity"][3]["valid_answers"] = None
+    return [
+        Where(3, rows["diversity"][2]["group_id"], "valid answers: 0"),
+        Where(4, rows["diversity"][3]["group_id"], "valid answers: 0"),
+    ]
+
+
+def _unknown_normalizer(rows: Rows) -> list[Where]:
+    rows["diversity"][3]["answer_normalizer"] = "fuzzy"
+    del rows["diversity"][4]["answer_normalizer"]
+    return [
+        Where(4, rows["diversity"][3]["group_id"], "normalizer: fuzzy"),
+        Where(5, rows["diversity"][4]["group_id"], "normalizer: missing"),
+    ]
+
+
+def _group_in_both_splits(rows: Rows) -> list[Where]:
+    c = rows["consistency"]
+    train, heldout = _first(c, "train"), _first(c, "heldout")
+    c[heldout]["group_id"] = c[train]["group_id"]
+    gid = c[train]["group_id"]
+    return [
+        Where(train + 1, gid, "splits: ['heldout', 'train']"),
+        Where(heldout + 1, gid, "splits: ['heldout', 'train']"),
+    ]
+
+
+def _text_in_both_splits(rows: Rows) -> list[Where]:
+    c = rows["consistency"]
+    train, heldout = _first(c, "train"), _first(c, "heldout")
+    c[heldout]["members"][0]["text"] = c[train]["members"][0]["text"]
+    return [
+        Where(train + 1, c[train]["group_id"], "text in both splits"),
+        Where(heldout + 1, c[heldout]["group_id"], "text in both splits"),
+    ]
+
+
+BREAKAGES = [
+    Breakage("file_has_groups", "diversity", _empty_diversity),
+    Breakage("line_is_json_object", "consistency", _bad_json),
+    Breakage("required_fields_typed", "consistency", _missing_group_id),
+    Breakage("required_fields_typed", "diversity", _text_not_string),
+    Breakage("no_unknown_fields", "consistency", _unknown_field),
+    Breakage("task_is_known", "consistency", _unknown_task),
+    Breakage("task_matches_file", "consistency", _task_in_wrong_file),
+    Breakage("split_is_known", "consistency", _unknown_split),
+    Breakage("text_length_within_bounds", "consistency", _short_text),
+    Breakage("text_length_within_bounds", "diversity", _long_text),
+    Breakage(
+        "group_id_unique", "consistency", _duplicate_group_id,
+        frozenset({"variant_id_unique_in_group", "group_id_in_one_split"}),
+    ),
+    Breakage("variant_id_unique_in_group", "consistency", _duplicate_variant_id),
+    Breakage(
+        "consistency_has_min_members", "consistency", _single_member,
+        frozenset({"consistency_covers_variant_axes"}),
+    ),
+    Breakage("consistency_declares_variant_axes", "consistency", _no_axes),
+    Breakage("consistency_covers_variant_axes", "consistency", _drop_man),
+    Breakage("diversity_has_valid_answers", "diversity", _empty_valid_set),
+    Breakage("diversity_normalizer_registered", "diversity", _unknown_normalizer),
+    Breakage(
+        "group_id_in_one_split", "consistency", _group_in_both_splits,
+        frozenset({"group_id_unique", "variant_id_unique_in_group"}),
+    ),
+    Breakage("prompt_text_in_one_split", "consistency", _text_in_both_splits),
+]
+
+
+def test_every_rule_has_a_breakage() -> None:
+    assert {b.rule for b in BREAKAGES} == set(RULES)
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES, ids=lambda b: f"{b.rule}-{b.mutate.__name__}")
+def test_breaking_a_rule_names_rule_file_and_row(
+    breakage: Breakage, built_rows: Rows, tmp_path: Path
+) -> None:
+    rows = copy.deepcopy(built_rows)
+    expected = breakage.mutate(rows)
+    error, saved = _validate_broken(rows, tmp_path)
+    path = tmp_path / f"{breakage.task}.jsonl"
+    message = str(error)
+
+    failing = {r["rule"] for r in saved["rules"] if not r["success"]}
+    assert breakage.rule in failing and failing <= {breakage.rule} | breakage.also, message
+    assert saved["success"] is False
+
+    lines = message.splitlines()
+    header = f"{path}: rule '{breakage.rule}' failed for "
+    line = next((text for text in lines if text.startswith(header)), None)
+    assert line is not None, message
+    for where in expected:
+        prefix = f"line {where.line} (" if where.line is not None else "file ("
+        if where.group_id is not None:
+            prefix += f"group_id={where.group_id}, "
+        assert prefix in line, (prefix, line)
+        assert where.snippet in line.split(prefix, 1)[1], (where.snippet, line)
+
+    result = next(
+        r for r in saved["rules"] if r["rule"] == breakage.rule and r["file"] == str(path)
+    )
+    assert {row["line"] for row in result["offending_rows"]} >= {w.line for w in expected}
+
+
+def test_message_truncates_long_row_lists(built_rows: Rows, tmp_path: Path) -> None:
+    rows = copy.deepcopy(built_rows)
+    for r in rows["consistency"]:
+        r["split"] = "test"
+    error, saved = _validate_broken(rows, tmp_path)
+    n = len(rows["consistency"])
+    assert f"rule 'split_is_known' failed for {n} row(s)" in str(error)
+    assert f", and {n - 10} more" in str(error)
+    result = next(r for r in saved["rules"] if r["rule"] == "split_is_known" and not r["success"])
+    assert len(result["offending_rows"]) == n
+    assert error.report.failures[0].rule == "split_is_known"
+
+
+def test_missing_file_is_reported(built_dir: Path, tmp_path: Path) -> None:
+    shutil.copy(built_dir / "consistency.jsonl", tmp_path / "consistency.jsonl")
+    with pytest.raises(
+        GroupValidationError,
+        match=r"diversity\.jsonl: rule 'file_has_groups' failed .*: file \(file not found\)",
+    ):
+        validate_groups(tmp_path, DATA_CFG, tmp_path / "report.json")
+    assert json.loads((tmp_path / "report.json").read_text())["success"] is False
