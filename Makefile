@@ -24,7 +24,7 @@ help:
 	@echo "make test   - install (if needed) and run the whole test suite"
 	@echo "make dvc-repro - reproduce the pipeline with DVC from params.yaml"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip $(PIPQ)
 	# the CPU wheel first: a bare `torch` requirement could pull a multi-GB CUDA build

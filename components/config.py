@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class _Section(BaseModel):
@@ -71,13 +71,15 @@ class AdvantageConfig(_Section):
 
 class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
-    steps: int = Field(8, ge=1)
+    steps: int = Field(6, ge=1)
     groups_per_step: int = Field(2, ge=1)
     samples_per_prompt: int = Field(6, ge=2, description="K in the paper")
-    max_new_tokens: int = Field(48, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
+    generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
     lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay on the LoRA weights")
     beta: float = Field(0.04, ge=0, description="k3 KL coefficient")
     epsilon_low: float = Field(0.2, ge=0)
     epsilon_high: float = Field(0.2, ge=0)
@@ -88,17 +90,17 @@ class TrainConfig(_Section):
 
 class RewardConfig(_Section):
     weights: dict[str, float] = {"entropy_helpfulness": 0.4, "stability": 0.6}
-    entropy_max_words: int = Field(48, ge=2, description="W_max in H_norm = H / log W_max")
+    entropy_max_words: int = Field(32, ge=2, description="W_max in H_norm = H / log W_max")
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
 
 
 class EvalConfig(_Section):
     engine: Literal["transformers"] = "transformers"
-    samples_per_prompt: int = Field(4, ge=1)
-    max_new_tokens: int = Field(48, ge=1)
+    samples_per_prompt: int = Field(3, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    batch_size: int = Field(32, ge=1)
+    batch_size: int = Field(48, ge=1)
     max_consistency_groups: int = Field(24, ge=1)
     max_diversity_tasks: int = Field(8, ge=0)
     alpha: float = Field(0.01, gt=0, lt=1, description="significance level of the paired test")
@@ -143,6 +145,24 @@ class Params(_Section):
     registry: RegistryConfig = RegistryConfig()
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
 
+    @model_validator(mode="after")
+    def _known_registry_names(self) -> "Params":
+        """Fail at load time, not after minutes of sampling, on a misspelt registry name."""
+        from components.grpo.advantages import ADVANTAGES
+        from components.grpo.losses import LOSS_TYPES
+        from components.rewards import REWARDS
+
+        checks = [
+            ("train.advantage.estimator", [self.train.advantage.estimator], ADVANTAGES),
+            ("train.loss_type", [self.train.loss_type], LOSS_TYPES),
+            ("reward.weights", list(self.reward.weights), REWARDS),
+        ]
+        for field_name, names, registry in checks:
+            unknown = [n for n in names if n not in registry]
+            if unknown:
+                raise ValueError(f"{field_name}: unknown {unknown}; known: {sorted(registry)}")
+        return self
+
     def section_dict(self, *names: str) -> dict[str, Any]:
         """Plain dict of some sections (for logging as run params)."""
         return self.model_dump(mode="json", include=set(names))
@@ -160,6 +180,12 @@ def _deep_merge(base: dict, override: dict) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _describe(err: dict) -> str:
+    message = str(err["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {message}" if where else message
 
 
 def load_params(path: str | Path = "params.yaml", profile: str | None = None) -> Params:
@@ -182,9 +208,7 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     try:
         params = Params.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(_describe(err) for err in exc.errors())
         raise ParamsError(f"{path} (profile {chosen!r}): {problems}") from exc
     return _resolve(params, path.parent)
 

@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -17,27 +18,37 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-console = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # soft wrap: printed paths are never broken mid-path
+out = Console(soft_wrap=True)
+
+# Errors the user can act on (bad params, data, paths or names; NaN/inf in training): one clear
+# line and exit code 2 instead of a traceback.
+USER_ERRORS = (ValueError, KeyError, FileNotFoundError, RuntimeError, ArithmeticError)
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
 ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
 
 
+def _fail(command: str, exc: BaseException) -> typer.Exit:
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    err.print(f"[bold red]groupwise {command} failed:[/] {escape(str(message))}")
+    return typer.Exit(code=2)
+
+
 def _run_step(name: str, params_path: Path, profile: Optional[str]) -> None:
-    from components.config import ParamsError, load_params
+    from components.config import load_params
     from flows.steps import STEPS
 
     try:
         params = load_params(params_path, profile)
         started = time.perf_counter()
         result = STEPS[name](params)
-    except (ParamsError, FileNotFoundError, ValueError, RuntimeError) as exc:
-        console.print(f"[bold red]groupwise {name} failed:[/] {exc}")
-        raise typer.Exit(code=2) from exc
-    console.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {result.summary}")
-    console.print(f"  MLflow run: {result.run_id}")
+    except USER_ERRORS as exc:
+        raise _fail(name, exc) from exc
+    out.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {escape(result.summary)}")
+    out.print(f"  MLflow run: {result.run_id}")
     for key, value in result.outputs.items():
-        console.print(f"  {key}: {value}")
+        out.print(f"  {key}: {escape(value)}")
 
 
 @app.command()
@@ -79,33 +90,38 @@ def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 @app.command()
 def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
-    from components.config import ParamsError, load_params
+    from components.config import load_params
     from flows.retrain import retrain as retrain_flow
 
     try:
         resolved = load_params(params, profile)
-    except ParamsError as exc:
-        console.print(f"[bold red]groupwise retrain failed:[/] {exc}")
-        raise typer.Exit(code=2) from exc
-    started = time.perf_counter()
-    summary = retrain_flow(str(params), profile)
+        started = time.perf_counter()
+        summary = retrain_flow(str(params), profile)
+    except USER_ERRORS as exc:
+        raise _fail("retrain", exc) from exc
     table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
     for column in ("step", "MLflow run", "result"):
         table.add_column(column, overflow="fold")
     for r in summary.results:
-        table.add_row(r.step, r.run_id, r.summary)
-    out = Console()
+        table.add_row(r.step, r.run_id, escape(r.summary))
     out.print(table)
-    out.print(f"MLflow: {resolved.tracking.uri}  (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
+    out.print("Outputs:")
+    for r in summary.results:
+        for key, value in r.outputs.items():
+            out.print(f"  {r.step}.{key}: {escape(value)}")
+    out.print(
+        f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', "
+        f"parent run {summary.parent_run_id})"
+    )
     out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
-    out.print(f"Report: {resolved.paths.reports / 'summary.md'}  metrics: {resolved.paths.reports / 'metrics.json'}")
+    out.print(f"Report: {resolved.paths.reports / 'summary.md'}")
     reg = summary.registration
     if reg.get("passed"):
         out.print(f"[bold green]Registered[/] {reg['model_name']} version {reg['version']} as @{reg['alias']}: {reg['uri']}")
     else:
         out.print("[bold yellow]Gate refused; nothing registered.[/] Reasons:")
         for reason in reg.get("reasons", []):
-            out.print(f"  - {reason}")
+            out.print(f"  - {escape(reason)}")
 
 
 @app.command("show-params")
@@ -113,7 +129,11 @@ def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -
     """Print the resolved parameters (profile applied, paths absolute) as JSON."""
     from components.config import load_params
 
-    json.dump(load_params(params, profile).model_dump(mode="json"), sys.stdout, indent=2)
+    try:
+        resolved = load_params(params, profile)
+    except USER_ERRORS as exc:
+        raise _fail("show-params", exc) from exc
+    json.dump(resolved.model_dump(mode="json"), sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 

@@ -19,9 +19,9 @@ from flows import steps
 from flows.steps import StepResult
 
 
-def _step_task(name: str, fn, retries: int = 0):
+def _step_task(name: str, fn):
     # DVC-style outputs are rewritten each run: never served from a cache (see STACK_NOTES).
-    return task(fn, name=name, cache_policy=NO_CACHE, retries=retries, retry_delay_seconds=5)
+    return task(fn, name=name, cache_policy=NO_CACHE)
 
 
 build_task = _step_task("build-groups", steps.build)
@@ -29,7 +29,8 @@ validate_task = _step_task("validate-groups", steps.validate)
 prepare_model_task = _step_task("prepare-base-model", steps.prepare_model)
 train_task = _step_task("train-grpo", steps.train)
 evaluate_task = _step_task("evaluate", steps.evaluate)
-register_task = _step_task("gate-and-register", steps.register, retries=2)
+# no retries: registration is not idempotent (a retry after log_model would add a second version)
+register_task = _step_task("gate-and-register", steps.register)
 
 
 @dataclass

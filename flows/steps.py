@@ -100,7 +100,9 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
     with runs.step_run(params.tracking, "prepare_base_model", params.section_dict("model", "seed"), parent_run_id) as run_id:
         provenance = prepare_base_model(params.model, params.paths.base_model, params.seed)
         runs.log_metrics({"model.n_parameters": provenance.n_parameters})
-        runs.set_tags({"model.source": provenance.source, "model.gguf_sha256": provenance.gguf_sha256})
+        runs.set_tags(
+            {"model.source": provenance.source, "model.gguf_sha256": provenance.gguf_sha256, "model.weights_sha256": provenance.weights_sha256}
+        )
     summary = f"{provenance.source} model, {provenance.n_parameters / 1e6:.1f}M parameters"
     return StepResult("prepare_base_model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
 
@@ -122,7 +124,8 @@ def train(params: Params, parent_run_id: str | None = None) -> StepResult:
             checkpoint,
             on_step=lambda step, metrics: runs.log_metrics(metrics, step=step, prefix="train."),
         )
-        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / "train_state.json"], "train")
+        # the adapter too: a refused adapter stays inspectable after `latest` is overwritten
+        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / "train_state.json", checkpoint / "adapter"], "train")
         runs.log_metrics({"train.seconds": result.seconds, "train.samples": result.samples})
     final = result.final
     summary = (

@@ -32,10 +32,30 @@ class EvaluationFrames:
     samples: pd.DataFrame  # one row per generated sample: group, variant, model, text
 
 
+def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
+    """Round-robin over domains (in order of first appearance), keeping file order inside each."""
+    by_domain: dict[str, list[PromptGroup]] = {}
+    for group in groups:
+        by_domain.setdefault(group.domain, []).append(group)
+    queues = list(by_domain.values())
+    out: list[PromptGroup] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                out.append(queue.pop(0))
+    return out
+
+
 def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[PromptGroup], list[PromptGroup]]:
+    """Held-out consistency groups balanced across domains, and one phrasing per diversity task."""
     heldout = [g for g in groups if g.split == "heldout"]
-    consistency = [g for g in heldout if g.task == "consistency"][: params.eval.max_consistency_groups]
-    diversity = [g for g in heldout if g.task == "diversity"][: params.eval.max_diversity_tasks]
+    consistency = interleave_domains([g for g in heldout if g.task == "consistency"])
+    consistency = consistency[: params.eval.max_consistency_groups]
+    first_phrasing: dict[str, PromptGroup] = {}
+    for group in heldout:
+        if group.task == "diversity":
+            first_phrasing.setdefault(group.domain, group)
+    diversity = list(first_phrasing.values())[: params.eval.max_diversity_tasks]
     if not consistency:
         raise EvaluationInputError("no held-out consistency groups to evaluate")
     return consistency, diversity
@@ -51,11 +71,11 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     base = read_provenance(base_model_dir)
     if base is None:
         raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model")
-    if (state.get("base_model_sha256"), state.get("base_model_source")) != (base.gguf_sha256, base.source):
+    if state.get("base_model_sha256") != base.weights_sha256:
         raise EvaluationInputError(
             f"{checkpoint_dir}: adapter was trained on another base model "
-            f"({state.get('base_model_source')}, {state.get('base_model_sha256')}) than {base_model_dir} "
-            f"({base.source}, {base.gguf_sha256})"
+            f"({state.get('base_model_source')}, weights sha256 {state.get('base_model_sha256')}) than the one in "
+            f"{base_model_dir} ({base.source}, weights sha256 {base.weights_sha256})"
         )
     return adapter
 

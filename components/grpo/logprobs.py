@@ -44,14 +44,18 @@ def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
     return PackedBatch(torch.cat([prompt, completion], dim=1), attention, positions, completion, completion_mask)
 
 
-def completion_logprobs(model, batch: PackedBatch) -> torch.Tensor:
-    """log pi(o_t | q, o_<t) for every completion position, shape (B, C)."""
+def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(o_t | q, o_<t) for every completion position, shape (B, C).
+
+    Logits are divided by the sampling temperature, so the log-probs are those of the distribution
+    the completions were drawn from (as TRL does).
+    """
     width = batch.completion_ids.shape[1]
     logits = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         logits_to_keep=width + 1,
-    ).logits[:, :-1].float()
+    ).logits[:, :-1].float() / temperature
     targets = batch.completion_ids.unsqueeze(-1)
     return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)

@@ -118,12 +118,12 @@ def grpo_step(model, batch: GroupBatch, params: Params, pad_id: int) -> dict[str
         mb = [batch.rollouts[i] for i in positions]
         packed = pack(mb, pad_id)
         mask = packed.completion_mask
-        logp = completion_logprobs(model, packed)
+        logp = completion_logprobs(model, packed, cfg.temperature)
         old_logp = logp.detach()
         ref_logp = None
         if cfg.beta > 0:
             with torch.no_grad(), model.disable_adapter():
-                ref_logp = completion_logprobs(model, packed)
+                ref_logp = completion_logprobs(model, packed, cfg.temperature)
         terms = clipped_token_loss(
             logp, old_logp, ref_logp, advantages[positions], cfg.epsilon_low, cfg.epsilon_high, cfg.beta
         )
@@ -169,15 +169,12 @@ def train(
     """Fine-tune a LoRA adapter with group-relative GRPO and save it atomically to `checkpoint_dir`."""
     cfg = params.train
     seed_everything(params.seed)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
     model = attach_lora(base, params.lora)
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr)
-    engine = TransformersEngine(
-        model, tokenizer, batch_size=cfg.samples_per_prompt * 8, show_progress=False
-    )
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    engine = TransformersEngine(model, tokenizer, batch_size=cfg.generation_batch_size, show_progress=False)
     schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed)
 
     history: list[dict[str, float]] = []
@@ -223,7 +220,7 @@ def train(
         "seconds": seconds,
         "seed": params.seed,
         "base_model_dir": str(Path(base_model_dir).resolve()),
-        "base_model_sha256": provenance.gguf_sha256 if provenance else None,
+        "base_model_sha256": provenance.weights_sha256 if provenance else None,
         "base_model_source": provenance.source if provenance else None,
         "final_metrics": history[-1],
     }

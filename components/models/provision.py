@@ -36,6 +36,8 @@ class ModelProvenance:
     gguf_sha256: str
     dtype: str
     n_parameters: int
+    spec: dict  # everything that determines the weights: reuse the folder only when it matches
+    weights_sha256: str  # of model.safetensors: adapters and registered models are checked against it
 
 
 def gguf_location(cfg: ModelConfig) -> tuple[Path, str]:
@@ -104,7 +106,10 @@ def read_provenance(model_dir: Path) -> ModelProvenance | None:
     path = Path(model_dir) / PROVENANCE_FILE
     if not path.is_file():
         return None
-    return ModelProvenance(**json.loads(path.read_text()))
+    try:
+        return ModelProvenance(**json.loads(path.read_text()))
+    except (TypeError, ValueError):
+        return None  # written by an older groupwise: rebuild
 
 
 def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProvenance:
@@ -117,13 +122,11 @@ def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProve
     out_dir = Path(out_dir)
     folder, name = gguf_location(cfg)
     gguf_hash = _sha256(folder / name)
+    spec = {"source": cfg.source, "gguf_sha256": gguf_hash, "dtype": cfg.dtype}
+    if cfg.source == "tiny":
+        spec.update(tiny=cfg.tiny.model_dump(), seed=seed)
     existing = read_provenance(out_dir)
-    if (
-        existing is not None
-        and (existing.source, existing.gguf_sha256, existing.dtype)
-        == (cfg.source, gguf_hash, cfg.dtype)
-        and (out_dir / "model.safetensors").is_file()
-    ):
+    if existing is not None and existing.spec == spec and (out_dir / "model.safetensors").is_file():
         return existing
 
     tokenizer = _load_gguf_tokenizer(cfg)
@@ -133,18 +136,20 @@ def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProve
         model = _build_tiny_model(cfg, vocab_size=len(tokenizer), seed=seed)
     model = model.to(getattr(torch, _DTYPES[cfg.dtype]))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    provenance = ModelProvenance(
-        source=cfg.source,
-        gguf_file=name,
-        gguf_sha256=gguf_hash,
-        dtype=cfg.dtype,
-        n_parameters=sum(p.numel() for p in model.parameters()),
-    )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        provenance = ModelProvenance(
+            source=cfg.source,
+            gguf_file=name,
+            gguf_sha256=gguf_hash,
+            dtype=cfg.dtype,
+            n_parameters=sum(p.numel() for p in model.parameters()),
+            spec=spec,
+            weights_sha256=_sha256(tmp / "model.safetensors"),
+        )
         (tmp / PROVENANCE_FILE).write_text(json.dumps(asdict(provenance), indent=2))
         if out_dir.exists():
             shutil.rmtree(out_dir)

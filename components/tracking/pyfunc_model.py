@@ -3,8 +3,8 @@
 `mlflow.pyfunc.load_model("models:/<name>@challenger").predict(["prompt", ...])` returns one
 completion per prompt (chat template applied; greedy unless `params` set a temperature).
 The base model is loaded from the packaged `base_model` artifact when present, else from the
-folder recorded at registration (`model_config["base_model_dir"]`, checked against its SHA-256
-provenance), else from `$GROUPWISE_BASE_MODEL_DIR`.
+folder recorded at registration (`model_config["base_model_dir"]`, its weights checked against
+the recorded SHA-256), else from `$GROUPWISE_BASE_MODEL_DIR`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
                     f"{[c for c in candidates if c]} holds it; set GROUPWISE_BASE_MODEL_DIR"
                 )
             found = json.loads(Path(base_dir, PROVENANCE_FILE).read_text())
-            if found.get("gguf_sha256") != expected.get("gguf_sha256") or found.get("source") != expected.get("source"):
+            if found.get("weights_sha256") != expected.get("weights_sha256"):
                 raise ValueError(f"{base_dir}: base model differs from the one the adapter was trained on")
         model, self.tokenizer = load_base_model(Path(base_dir), context.model_config.get("dtype", "float32"))
         self.model = load_adapter(model, Path(context.artifacts["adapter"]))

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
@@ -27,10 +28,16 @@ def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
     assert provenance["source"] == "gguf" and provenance["n_parameters"] > 100_000_000
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["n_groups"] == 4
-    assert metrics["diversity"]["n_tasks"] == 2
-    assert 0 <= metrics["diversity"]["base_validity"] <= 1
-    samples = (params.paths.reports / "samples.csv").read_text()
-    assert samples.count("\n") > 4 * 2 * 2  # real text came out of the real model
+    assert metrics["diversity"]["n_tasks"] == 3
+    assert metrics["consistency"]["base_mean_gap"] >= 0 and metrics["consistency"]["tuned_mean_gap"] >= 0
+    # the real model writes real English: most samples are non-empty and share common words
+    samples = pd.read_csv(params.paths.reports / "samples.csv", keep_default_na=False)
+    texts = samples.text.tolist()
+    assert sum(bool(t.strip()) for t in texts) >= 0.8 * len(texts)
+    words = " ".join(texts).lower().split()
+    assert sum(w in {"the", "a", "to", "and", "you", "is", "of", "in", "i"} for w in words) >= 0.05 * len(words)
+    # diversity tasks answer from a valid set some of the time (SmolLM2 names real countries/colours)
+    assert metrics["diversity"]["base_validity"] > 0
     version = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri).get_model_version_by_alias(
         params.registry.model_name, "challenger"
     )

@@ -30,5 +30,8 @@ def test_dvc_repro_runs_every_stage_and_is_then_up_to_date(tmp_path):
     assert metrics["consistency"]["n_groups"] == 6
     assert json.loads((project / "data/registry/decision.json").read_text())["passed"] is True
 
+    plots = json.loads(dvc(project, "plots", "show", "--json"))
+    assert {"entropy_gap_per_group", "training"} <= set(plots)
+
     again = dvc(project, "repro")
     assert "didn't change, skipping" in again and "Running stage" not in again

@@ -3,6 +3,7 @@
 import json
 
 import mlflow
+import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
@@ -49,6 +50,13 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     assert metrics["consistency"]["n_groups"] == 6
     assert (params.paths.validation / "report.json").is_file()
     assert (params.paths.reports / "entropy_gap.png").stat().st_size > 0
+    # evaluation covers both consistency domains, and the adapter changed what the model says
+    per_group = pd.read_csv(params.paths.reports / "per_group_consistency.csv")
+    assert set(per_group["domain"]) == {"investment", "job"}
+    samples = pd.read_csv(params.paths.reports / "samples.csv", keep_default_na=False)
+    base = samples[samples.model == "base"].text.tolist()
+    tuned = samples[samples.model == "tuned"].text.tolist()
+    assert len(base) == len(tuned) > 0 and base != tuned
     assert json.loads((params.paths.registry / "decision.json").read_text())["version"] == reg["version"]
 
     # the registered model loads by alias and generates text
