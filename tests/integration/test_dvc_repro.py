@@ -31,7 +31,8 @@ def test_dvc_repro_runs_every_stage_and_is_then_up_to_date(tmp_path):
     assert json.loads((project / "data/registry/decision.json").read_text())["passed"] is True
 
     plots = json.loads(dvc(project, "plots", "show", "--json"))
-    assert {"entropy_gap_per_group", "training"} <= set(plots)
+    assert {"entropy_gap_per_group", "training"} <= set(plots["data"])
+    assert plots["data"]["entropy_gap_per_group"][0]["type"] == "vega"
 
     again = dvc(project, "repro")
     assert "didn't change, skipping" in again and "Running stage" not in again
