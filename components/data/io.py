@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -76,29 +76,32 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "<row>"
 
 
-def read_groups(path: Path) -> list[PromptGroup]:
-    """Parse a JSONL groups file; a bad line raises `GroupFileError` naming file, line and field."""
-    path = Path(path)
-    groups: list[PromptGroup] = []
-    with path.open(encoding="utf-8") as handle:
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(1-based line number, parsed value or None, JSON error or None) for each non-blank line."""
+    with Path(path).open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield number, json.loads(line), None
             except json.JSONDecodeError as exc:
-                raise GroupFileError(
-                    path, number, "<row>", f"not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            try:
-                groups.append(PromptGroup.model_validate(row))
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                extra = exc.error_count() - 1
-                more = f" (and {extra} more error(s))" if extra else ""
-                raise GroupFileError(
-                    path, number, _field_name(err["loc"]), f"{err['msg']}{more}"
-                ) from None
+                yield number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+
+
+def read_groups(path: Path) -> list[PromptGroup]:
+    """Parse a JSONL groups file; a bad line raises `GroupFileError` naming file, line and field."""
+    path = Path(path)
+    groups: list[PromptGroup] = []
+    for number, row, error in iter_jsonl(path):
+        if error is not None:
+            raise GroupFileError(path, number, "<row>", error)
+        try:
+            groups.append(PromptGroup.model_validate(row))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            extra = exc.error_count() - 1
+            more = f" (and {extra} more error(s))" if extra else ""
+            raise GroupFileError(path, number, _field_name(err["loc"]), f"{err['msg']}{more}") from None
     return groups
 
 

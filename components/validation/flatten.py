@@ -21,7 +21,6 @@ so that GX's column expectations skip them.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from components.data.io import TASKS
+from components.data.io import TASKS, iter_jsonl
 from components.data.schema import PromptGroup
 
 GROUP_FIELDS = tuple(PromptGroup.model_fields)
@@ -98,21 +97,12 @@ def _str_or_none(value: Any) -> str | None:
 
 
 def _read_rows(path: Path) -> list[tuple[int, Any, str | None]]:
-    """(line number, parsed JSON or None, error) for each non-blank line."""
+    """(line number, parsed JSON object or None, error) for each non-blank line."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                rows.append((number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"))
-                continue
-            if not isinstance(value, dict):
-                rows.append((number, None, f"expected a JSON object, got {type_label(value)}"))
-                continue
-            rows.append((number, value, None))
+    for number, value, error in iter_jsonl(path):
+        if error is None and not isinstance(value, dict):
+            value, error = None, f"expected a JSON object, got {type_label(value)}"
+        rows.append((number, value, error))
     return rows
 
 
