@@ -16,6 +16,7 @@ onto no valid answer.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from statistics import fmean
@@ -118,7 +119,8 @@ def distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequence[s
     if total == 0:
         return 1.0
     uniform = 1.0 / len(valid)
-    return 0.5 * sum(abs(counts[v] / total - uniform) for v in valid)
+    # fsum: exactly rounded, so the result does not depend on the (hash-seeded) set order
+    return 0.5 * math.fsum(abs(counts[v] / total - uniform) for v in valid)
 
 
 # --- helpfulness and length -----------------------------------------------------------------------

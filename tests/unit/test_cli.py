@@ -1,0 +1,64 @@
+"""The `groupwise` CLI: help on every subcommand, and bad input as one clear line with exit code 2."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tests.conftest import make_project
+
+runner = CliRunner()
+SUBCOMMANDS = ["build", "validate", "prepare-model", "train", "evaluate", "register", "retrain", "show-params"]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_help(command):
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert "--params" in result.output and "--profile" in result.output
+
+
+def test_misspelt_loss_type_fails_at_load_naming_field_and_known_names(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"train": {"loss_type": "grpoo"}}))
+    result = runner.invoke(app, ["show-params", "--params", str(path)])
+    assert result.exit_code == 2
+    assert "train.loss_type" in result.output and "grpoo" in result.output and "dr_grpo" in result.output
+
+
+def test_show_params_applies_profile(tmp_path):
+    project = make_project(tmp_path / "p", "default")
+    result = runner.invoke(app, ["show-params", "--params", str(project / "params.yaml"), "--profile", "tiny"])
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)
+    assert shown["profile"] == "tiny" and shown["model"]["source"] == "tiny"
+
+
+def test_validate_names_file_rule_and_row_of_a_broken_group(tmp_path):
+    project = make_project(tmp_path / "p", "tiny")
+    params = str(project / "params.yaml")
+    assert runner.invoke(app, ["build", "--params", params]).exit_code == 0
+    path = project / "data/groups/consistency.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[2]["members"] = rows[2]["members"][:1]  # one variant left: axis not covered, < 2 members
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    result = runner.invoke(app, ["validate", "--params", params])
+    assert result.exit_code == 2
+    assert "consistency.jsonl" in result.output and "rule 'consistency_" in result.output
+    assert f"line 3 (group_id={rows[2]['group_id']}" in result.output
+    assert json.loads((project / "data/validation/report.json").read_text())["success"] is False
+
+
+def test_evaluate_without_checkpoint_says_what_is_missing(tmp_path, tiny_model_dir):
+    project = make_project(tmp_path / "p", "tiny")
+    params = str(project / "params.yaml")
+    assert runner.invoke(app, ["build", "--params", params]).exit_code == 0
+    from tests.conftest import seed_tiny_model
+
+    seed_tiny_model(project, tiny_model_dir)
+    result = runner.invoke(app, ["evaluate", "--params", params])
+    assert result.exit_code == 2
+    assert "missing checkpoint" in result.output
