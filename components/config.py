@@ -67,6 +67,7 @@ class AdvantageConfig(_Section):
     estimator: str = "grpo"
     scale: Literal["group", "batch", "none"] = "group"
     eps: float = Field(1e-4, gt=0)
+    alpha: float = Field(0.5, ge=0, description="seed_grpo: sensitivity to semantic entropy")
 
 
 class TrainConfig(_Section):

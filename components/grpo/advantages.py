@@ -1,7 +1,8 @@
 """Advantage estimators, registered by name (in the spirit of verl's `register_adv_est`).
 
-Each estimator maps rewards r (N,) and an explicit group index (N,) to advantages (N,). A group is
-all samples of all variants of one question (consistency) or all samples of one prompt (diversity).
+Each estimator maps rewards r (N,), an explicit group index (N,) and, optionally, the normalised
+semantic entropy of each sample's group (N,) to advantages (N,). A group is all samples of all
+variants of one question (consistency) or all samples of one prompt (diversity).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 
 from components.config import AdvantageConfig
 
-AdvantageFn = Callable[[torch.Tensor, torch.Tensor, AdvantageConfig], torch.Tensor]
+AdvantageFn = Callable[..., torch.Tensor]  # (rewards, index, cfg, uncertainty=None) -> advantages
 ADVANTAGES: dict[str, AdvantageFn] = {}
 
 
@@ -45,7 +46,9 @@ def group_mean_std(rewards: torch.Tensor, index: torch.Tensor) -> tuple[torch.Te
 
 
 @register_adv_est("grpo")
-def grpo_advantage(rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig) -> torch.Tensor:
+def grpo_advantage(
+    rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig, uncertainty: torch.Tensor | None = None
+) -> torch.Tensor:
     """GRPO (Shao et al. 2024, DeepSeekMath): A_i = (r_i - mean_g(r)) / (s + eps).
 
     s = std of the sample's group (`scale: group`), std of the whole batch (`batch`, as
@@ -60,3 +63,19 @@ def grpo_advantage(rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageCon
     else:
         return centred.float()
     return (centred / (scale + cfg.eps)).float()
+
+
+@register_adv_est("seed_grpo")
+def seed_grpo_advantage(
+    rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig, uncertainty: torch.Tensor | None = None
+) -> torch.Tensor:
+    """SEED-GRPO (Chen et al. 2025, arXiv:2505.12346): A'_i = A_i * f(alpha * SE_g / log G).
+
+    A_i is the `grpo` advantage; SE_g / log G the normalised semantic entropy of the sample's group
+    (`uncertainty`, see components.grpo.semantic); f(x) = max(1 - x, 0), the paper's linear
+    scaling: confident groups keep their signal, uncertain ones update conservatively.
+    """
+    if uncertainty is None:
+        raise ValueError("seed_grpo needs the semantic entropy of each sample's group")
+    scale = (1.0 - cfg.alpha * uncertainty.double()).clamp(min=0.0)
+    return (grpo_advantage(rewards, index, cfg).double() * scale).float()

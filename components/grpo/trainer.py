@@ -30,6 +30,7 @@ from components.grpo.advantages import get_adv_est
 from components.grpo.checkpoint import save_checkpoint
 from components.grpo.logprobs import completion_logprobs, pack
 from components.grpo.losses import clipped_token_loss, get_loss_type
+from components.grpo.semantic import answer_clusters, normalized_semantic_entropy
 from components.grpo.types import GroupBatch, Rollout
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
@@ -102,11 +103,22 @@ def _nonempty(rollouts: list[Rollout]) -> list[Rollout]:
     return [r for r in rollouts if r.completion_ids]
 
 
+def group_uncertainty(batch: GroupBatch) -> torch.Tensor:
+    """Per-sample normalised semantic entropy of the sample's group (components.grpo.semantic)."""
+    out = torch.zeros(len(batch.rollouts), dtype=torch.float64)
+    for g, group in enumerate(batch.groups):
+        positions = batch.rollouts_of(g)
+        clusters = answer_clusters([batch.rollouts[i] for i in positions], group)
+        out[positions] = normalized_semantic_entropy(clusters)
+    return out
+
+
 def grpo_step(model, batch: GroupBatch, params: Params, pad_id: int) -> dict[str, float]:
     """Rewards -> advantages -> accumulated loss gradients for one batch; returns step metrics."""
     cfg = params.train
     rewards, per_fn = compute_rewards(batch, params.reward)
-    advantages = get_adv_est(cfg.advantage.estimator)(rewards, batch.index, cfg.advantage)
+    uncertainty = group_uncertainty(batch)
+    advantages = get_adv_est(cfg.advantage.estimator)(rewards, batch.index, cfg.advantage, uncertainty)
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
     weights = get_loss_type(cfg.loss_type)(lengths, cfg.max_new_tokens)
 
@@ -142,6 +154,7 @@ def grpo_step(model, batch: GroupBatch, params: Params, pad_id: int) -> dict[str
         "loss": total_loss,
         "reward_mean": rewards.mean().item(),
         "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+        "semantic_entropy_mean": uncertainty.mean().item(),
         "advantage_mean": advantages.mean().item(),
         "advantage_std": advantages.std().item() if advantages.numel() > 1 else 0.0,
         "kl": kl_sum / max(tokens, 1),

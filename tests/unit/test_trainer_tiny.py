@@ -83,3 +83,30 @@ def test_non_finite_reward_stops_before_any_checkpoint(tiny_model_dir, tmp_path)
         REWARDS.pop("test_exploding")
     assert not (tmp_path / "ckpt").exists()
     assert not list(tmp_path.glob(".ckpt-tmp-*"))
+
+
+def test_gapo_frequency_reward_with_seed_grpo_trains_on_diversity_groups(tiny_model_dir, tmp_path):
+    colour = PromptGroup(
+        group_id="colour",
+        domain="colour",
+        task="diversity",
+        split="train",
+        members=[Member(variant_id="p0", text="Name a colour. Answer with just the name.")],
+        valid_answers=["red", "green", "blue"],
+        answer_normalizer="casefold_match",
+    )
+    params = tiny_params(steps=1, groups_per_step=1, samples_per_prompt=4)
+    params = params.model_copy(
+        update={
+            "reward": params.reward.model_copy(update={"weights": {"frequency_aware": 1.0}}),
+            "train": params.train.model_copy(
+                update={"advantage": params.train.advantage.model_copy(update={"estimator": "seed_grpo"})}
+            ),
+        }
+    )
+    result = train(params, [colour], tiny_model_dir, tmp_path / "ckpt", show_progress=False)
+    final = result.final
+    # the random tiny model names no colour: every sample is invalid (-1) and each is its own cluster
+    assert final["reward/frequency_aware_mean"] == -1.0
+    assert 0.0 <= final["semantic_entropy_mean"] <= 1.0
+    assert (tmp_path / "ckpt" / ADAPTER_DIR / "adapter_model.safetensors").is_file()

@@ -1,0 +1,47 @@
+"""Meaning clusters of a group's samples and their discrete semantic entropy.
+
+Semantic entropy (Kuhn, Gal & Farquhar 2023; used by SEED-GRPO, Chen et al. 2025, arXiv:2505.12346)
+over the meaning clusters C_1..C_K of the G samples of a group, in its discrete (count) form:
+
+    p_k = |C_k| / G,    SE = -sum_k p_k log p_k,    SE_norm = SE / log G  in [0, 1]
+
+Clustering here is by *normalised final answer*: for a group with a valid set, the answer its
+normaliser extracts (samples without a valid answer are clustered by their normalised text); for
+other groups, the normalised text itself (lower-cased words). Embedding clustering arrives with the
+full engine (issue 3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Hashable, Sequence
+
+from components.data.normalizers import get_normalizer
+from components.data.schema import PromptGroup
+from components.grpo.types import Rollout
+from components.rewards.entropy import words
+
+
+def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup) -> list[Hashable]:
+    """A meaning-cluster key per rollout."""
+    normalize = get_normalizer(group.answer_normalizer) if group.valid_answers and group.answer_normalizer else None
+    keys: list[Hashable] = []
+    for r in rollouts:
+        answer = normalize(r.completion, group.valid_answers) if normalize else None
+        keys.append(("answer", answer) if answer is not None else ("text", " ".join(words(r.completion))))
+    return keys
+
+
+def semantic_entropy(clusters: Sequence[Hashable]) -> float:
+    """SE = -sum_k p_k log p_k with p_k the share of samples in cluster k (nats)."""
+    g = len(clusters)
+    if g == 0:
+        raise ValueError("semantic entropy of an empty group")
+    return math.fsum(-(c / g) * math.log(c / g) for c in Counter(clusters).values()) + 0.0
+
+
+def normalized_semantic_entropy(clusters: Sequence[Hashable]) -> float:
+    """SE / log G (0 for a single sample)."""
+    g = len(clusters)
+    return semantic_entropy(clusters) / math.log(g) if g > 1 else 0.0

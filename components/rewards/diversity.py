@@ -1,0 +1,42 @@
+"""GAPO frequency-aware reward (group-aware policy optimization, arXiv:2511.12596).
+
+For the G samples of one diversity prompt with valid answer set V (L = |V|), answers mapped onto V
+by the group's normaliser:
+
+    f_v = (number of samples answering v) / (number of valid samples)
+    R_i = 1 - |f(o_i) - 1/L|     if o_i gives a valid answer
+    R_i = -1                     otherwise
+
+A spread that covers V uniformly gives every sample 1; all G samples giving the same answer gives
+1 - (1 - 1/L) = 1/L each. The reward of a sample depends on the whole group: a group reward.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from components.config import RewardConfig
+from components.data.normalizers import get_normalizer
+from components.data.schema import PromptGroup
+from components.grpo.types import Rollout
+from components.rewards.registry import register_reward
+
+INVALID_REWARD = -1.0  # fixed by the GAPO formula, not a tunable knob
+
+
+def group_answers(rollouts: list[Rollout], group: PromptGroup) -> list[str | None]:
+    """Each completion mapped onto the group's valid set (None: no valid answer)."""
+    if not group.valid_answers or not group.answer_normalizer:
+        raise ValueError(f"group {group.group_id}: frequency_aware needs valid_answers and answer_normalizer")
+    normalize = get_normalizer(group.answer_normalizer)
+    return [normalize(r.completion, group.valid_answers) for r in rollouts]
+
+
+@register_reward("frequency_aware", kind="group")
+def frequency_aware(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
+    """R_i = 1 - |f(o_i) - 1/L| for a valid answer, -1 for an invalid one."""
+    answers = group_answers(rollouts, group)
+    counts = Counter(a for a in answers if a is not None)
+    n_valid = sum(counts.values())
+    uniform = 1.0 / len(group.valid_answers)
+    return [INVALID_REWARD if a is None else 1.0 - abs(counts[a] / n_valid - uniform) for a in answers]

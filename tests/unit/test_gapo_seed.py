@@ -1,0 +1,77 @@
+"""GAPO frequency-aware reward and SEED-GRPO scaling on hand-computed cases from the papers."""
+
+import math
+
+import pytest
+import torch
+
+from components.config import AdvantageConfig, RewardConfig
+from components.data.schema import Member, PromptGroup
+from components.grpo.advantages import get_adv_est
+from components.grpo.semantic import answer_clusters, normalized_semantic_entropy, semantic_entropy
+from components.grpo.types import Rollout
+from components.rewards import get_reward
+
+COLOURS = PromptGroup(
+    group_id="colour",
+    domain="colour",
+    task="diversity",
+    split="train",
+    members=[Member(variant_id="p0", text="Name a colour. Answer with just the name.")],
+    valid_answers=["red", "green", "blue", "yellow"],
+    answer_normalizer="casefold_match",
+)
+
+
+def rollouts(*texts: str) -> list[Rollout]:
+    return [Rollout(0, "colour", "p0", "q", t, (1,), (2,), False) for t in texts]
+
+
+def frequency(*texts: str) -> list[float]:
+    return get_reward("frequency_aware").fn(rollouts(*texts), COLOURS, RewardConfig())
+
+
+def test_uniform_spread_over_the_valid_set_rewards_every_sample_one():
+    assert frequency("Red.", "green", "It is blue", "Yellow!") == pytest.approx([1.0, 1.0, 1.0, 1.0])
+
+
+def test_all_samples_the_same_answer_with_l4_gives_a_quarter():
+    assert frequency("red", "Red", "RED.", "red") == pytest.approx([0.25] * 4)
+
+
+def test_invalid_answers_get_minus_one_and_do_not_count_in_frequencies():
+    # valid: red, red, blue -> f(red) = 2/3, f(blue) = 1/3; L = 4
+    got = frequency("red", "red", "blue", "purple")
+    assert got == pytest.approx([1 - abs(2 / 3 - 1 / 4), 1 - abs(2 / 3 - 1 / 4), 1 - abs(1 / 3 - 1 / 4), -1.0])
+
+
+def test_frequency_reward_needs_a_valid_set():
+    group = COLOURS.model_copy(update={"valid_answers": None})
+    with pytest.raises(ValueError, match="colour"):
+        get_reward("frequency_aware").fn(rollouts("red"), group, RewardConfig())
+
+
+def test_semantic_entropy_by_hand():
+    same = answer_clusters(rollouts("Red", "red.", "It's red"), COLOURS)
+    assert semantic_entropy(same) == 0.0 and normalized_semantic_entropy(same) == 0.0
+    spread = answer_clusters(rollouts("red", "green", "blue", "yellow"), COLOURS)
+    assert semantic_entropy(spread) == pytest.approx(math.log(4))
+    assert normalized_semantic_entropy(spread) == pytest.approx(1.0)
+    half = answer_clusters(rollouts("red", "red", "blue", "blue"), COLOURS)
+    assert normalized_semantic_entropy(half) == pytest.approx(math.log(2) / math.log(4))
+    # without a valid answer, samples cluster by their normalised text
+    assert len(set(answer_clusters(rollouts("no idea", "No idea!", "purple"), COLOURS))) == 2
+
+
+def test_seed_grpo_scales_each_group_by_its_uncertainty():
+    rewards = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    index = torch.tensor([0, 0, 1, 1])
+    uncertainty = torch.tensor([0.0, 0.0, 1.0, 1.0])  # group 0 confident, group 1 maximally uncertain
+    cfg = AdvantageConfig(alpha=0.5)
+    grpo = get_adv_est("grpo")(rewards, index, cfg)
+    seed = get_adv_est("seed_grpo")(rewards, index, cfg, uncertainty)
+    assert seed[:2].tolist() == pytest.approx(grpo[:2].tolist())
+    assert seed[2:].tolist() == pytest.approx((0.5 * grpo[2:]).tolist())
+    assert get_adv_est("seed_grpo")(rewards, index, AdvantageConfig(alpha=2.0), uncertainty)[2:].tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="semantic entropy"):
+        get_adv_est("seed_grpo")(rewards, index, cfg)
