@@ -110,7 +110,7 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
 def train(params: Params, parent_run_id: str | None = None) -> StepResult:
     """GRPO with LoRA on the train split; the adapter checkpoint is written atomically."""
     from components.data import load_groups
-    from components.grpo.checkpoint import LOG_FILE
+    from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
     from components.grpo.trainer import train as run_training
 
     checkpoint = params.paths.checkpoints / "latest"
@@ -125,7 +125,7 @@ def train(params: Params, parent_run_id: str | None = None) -> StepResult:
             on_step=lambda step, metrics: runs.log_metrics(metrics, step=step, prefix="train."),
         )
         # the adapter too: a refused adapter stays inspectable after `latest` is overwritten
-        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / "train_state.json", checkpoint / "adapter"], "train")
+        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / STATE_FILE, checkpoint / ADAPTER_DIR], "train")
         runs.log_metrics({"train.seconds": result.seconds, "train.samples": result.samples})
     final = result.final
     summary = (
@@ -164,6 +164,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json; on pass register the adapter and set the alias, else register nothing."""
+    from components.grpo.checkpoint import ADAPTER_DIR
     from components.registry.gate import evaluate_gates
     from components.tracking.model_registry import register_adapter
 
@@ -189,7 +190,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
                 **{f"gate.{r.name}": "pass" for r in decision.results},
             }
             version = register_adapter(
-                checkpoint / "adapter",
+                checkpoint / ADAPTER_DIR,
                 params.paths.base_model,
                 params.registry.model_name,
                 params.registry.alias,

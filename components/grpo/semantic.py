@@ -17,20 +17,20 @@ import math
 from collections import Counter
 from typing import Hashable, Sequence
 
-from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
 from components.grpo.types import Rollout
+from components.rewards.diversity import group_answers
 from components.rewards.entropy import words
 
 
 def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup) -> list[Hashable]:
     """A meaning-cluster key per rollout."""
-    normalize = get_normalizer(group.answer_normalizer) if group.valid_answers and group.answer_normalizer else None
-    keys: list[Hashable] = []
-    for r in rollouts:
-        answer = normalize(r.completion, group.valid_answers) if normalize else None
-        keys.append(("answer", answer) if answer is not None else ("text", " ".join(words(r.completion))))
-    return keys
+    has_valid_set = bool(group.valid_answers and group.answer_normalizer)
+    answers = group_answers(list(rollouts), group) if has_valid_set else [None] * len(rollouts)
+    return [
+        ("answer", answer) if answer is not None else ("text", " ".join(words(r.completion)))
+        for r, answer in zip(rollouts, answers)
+    ]
 
 
 def semantic_entropy(clusters: Sequence[Hashable]) -> float:

@@ -99,10 +99,6 @@ def collect_rollouts(engine: TransformersEngine, groups: list[PromptGroup], samp
     return GroupBatch(groups=groups, rollouts=rollouts)
 
 
-def _nonempty(rollouts: list[Rollout]) -> list[Rollout]:
-    return [r for r in rollouts if r.completion_ids]
-
-
 def group_uncertainty(batch: GroupBatch) -> torch.Tensor:
     """Per-sample normalised semantic entropy of the sample's group (components.grpo.semantic)."""
     out = torch.zeros(len(batch.rollouts), dtype=torch.float64)
