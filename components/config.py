@@ -68,25 +68,50 @@ class AdvantageConfig(_Section):
     scale: Literal["group", "batch", "none"] = "group"
     eps: float = Field(1e-4, gt=0)
     alpha: float = Field(0.5, ge=0, description="seed_grpo: sensitivity to semantic entropy")
+    clustering: str = Field("answer", description="seed_grpo meaning clusters: answer | embedding")
+    similarity_threshold: float = Field(
+        0.85, gt=0, le=1, description="embedding clustering: cosine at or above which two samples share a meaning"
+    )
 
 
 class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
-    steps: int = Field(6, ge=1)
+    steps: int = Field(6, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
     groups_per_step: int = Field(2, ge=1)
+    groups_per_micro_batch: int = Field(
+        1, ge=1, description="whole groups per forward/backward (gradient accumulation over the step)"
+    )
     samples_per_prompt: int = Field(6, ge=2, description="K in the paper")
     max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
     lr: float = Field(1e-4, gt=0)
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay on the LoRA weights")
     beta: float = Field(0.04, ge=0, description="k3 KL coefficient")
+    kl_ratio_correction: bool = Field(
+        False, description="multiply k3 by the importance ratio (DeepSeek-V3.2; TRL's use_bias_correction_kl)"
+    )
     epsilon_low: float = Field(0.2, ge=0)
     epsilon_high: float = Field(0.2, ge=0)
+    num_iterations: int = Field(1, ge=1, description="mu: policy updates per batch of rollouts")
     max_grad_norm: float = Field(1.0, gt=0)
     loss_type: str = "grpo"
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    save_every: int = Field(0, ge=0, description="resumable state every N steps (0: only at the end)")
+    log_rollouts_every: int = Field(0, ge=0, description="table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
+
+    @model_validator(mode="after")
+    def _micro_batches_divide(self) -> "TrainConfig":
+        if self.groups_per_step % self.groups_per_micro_batch:
+            raise ValueError(
+                f"groups_per_micro_batch ({self.groups_per_micro_batch}) must divide "
+                f"groups_per_step ({self.groups_per_step}): a group is never split across micro-batches"
+            )
+        return self
 
 
 class RewardConfig(_Section):
@@ -113,20 +138,67 @@ class GateConfig(_Section):
     )
     max_p_value: float = Field(1.0, gt=0, le=1, description="paired test p-value must be <= this")
     max_helpfulness_drop: float = Field(0.1, ge=0, description="base H_norm - tuned H_norm <= this")
+    max_coverage_drop: float = Field(0.0, ge=0, description="base - tuned valid-set coverage <= this")
+    champion_max_gap_increase: float = Field(
+        0.02, ge=0, description="tuned mean entropy gap - the champion's (nats) <= this"
+    )
+    champion_max_helpfulness_drop: float = Field(
+        0.02, ge=0, description="champion's tuned H_norm - this model's tuned H_norm <= this"
+    )
 
 
 class TrackingConfig(_Section):
     uri: str = "sqlite:///mlruns/mlflow.db"
     artifact_location: Path = Path("mlruns/artifacts")
     experiment: str = "groupwise"
+    retries: int = Field(3, ge=0, description="flow task retries on a transient tracking fault")
+    retry_delay_seconds: float = Field(10.0, ge=0, description="wait between those retries")
+
+
+_ALIAS = r"^[A-Za-z][A-Za-z0-9_-]{0,254}$"  # MLflow aliases: no `v<digits>`, no `latest`
 
 
 class RegistryConfig(_Section):
     model_name: str = "groupwise-smollm2-lora"
-    alias: str = "challenger"
+    alias: str = Field("challenger", pattern=_ALIAS)
+    champion_alias: str = Field("champion", pattern=_ALIAS)
+    previous_champion_alias: str = Field("previous-champion", pattern=_ALIAS)
     package_base_model: bool = Field(
         False, description="copy the base weights into the model version (portable, larger)"
     )
+    lock_timeout_seconds: float = Field(
+        120.0, gt=0, description="wait for another process's registry update before failing"
+    )
+
+    @model_validator(mode="after")
+    def _distinct_aliases(self) -> "RegistryConfig":
+        aliases = [self.alias, self.champion_alias, self.previous_champion_alias]
+        if len(set(aliases)) != 3:
+            raise ValueError(f"alias, champion_alias, previous_champion_alias must differ: {aliases}")
+        if any(a == "latest" or (a[:1] == "v" and a[1:].isdigit()) for a in aliases):
+            raise ValueError(f"MLflow reserves `latest` and `v<number>` as aliases: {aliases}")
+        return self
+
+
+class ScheduleConfig(_Section):
+    """Scheduled retraining (`groupwise schedule`): a Prefect deployment on a cron."""
+
+    cron: str = Field("0 3 * * 1", description="five cron fields, e.g. Mondays 03:00")
+    timezone: str = Field("UTC", description="IANA time zone of the cron")
+    deployment: str = Field("groupwise-retrain", min_length=1)
+    profile: str | None = Field(None, description="profile the scheduled runs use (default: params)")
+
+    @model_validator(mode="after")
+    def _valid_cron_and_zone(self) -> "ScheduleConfig":
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        if len(self.cron.split()) != 5:
+            raise ValueError(f"cron: {self.cron!r} must have 5 fields (minute hour day month weekday)")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"timezone: unknown IANA time zone {self.timezone!r}") from exc
+        return self
 
 
 class Params(_Section):
@@ -144,6 +216,7 @@ class Params(_Section):
     gate: GateConfig = GateConfig()
     tracking: TrackingConfig = TrackingConfig()
     registry: RegistryConfig = RegistryConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
 
     @model_validator(mode="after")
@@ -151,11 +224,13 @@ class Params(_Section):
         """Fail at load time, not after minutes of sampling, on a misspelt registry name."""
         from components.grpo.advantages import ADVANTAGES
         from components.grpo.losses import LOSS_TYPES
+        from components.grpo.semantic import CLUSTERERS
         from components.rewards import REWARDS
 
         checks = [
             ("train.advantage.estimator", [self.train.advantage.estimator], ADVANTAGES),
             ("train.loss_type", [self.train.loss_type], LOSS_TYPES),
+            ("train.advantage.clustering", [self.train.advantage.clustering], CLUSTERERS),
             ("reward.weights", list(self.reward.weights), REWARDS),
         ]
         for field_name, names, registry in checks:
@@ -211,11 +286,28 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise ParamsError(f"{path} (profile {chosen!r}): {problems}") from exc
-    return _resolve(params, path.parent)
+    return _resolve(params, path.parent, path)
 
 
-def _resolve(params: Params, root: Path) -> Params:
-    paths = {k: (v if v.is_absolute() else root / v) for k, v in params.paths}
+DATA_DIR = "data"  # every `paths.*` entry must stay inside <root>/data
+
+
+def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path]:
+    """Resolve `paths.*` against root; refuse any that escapes <root>/data (`..`, absolute, symlink)."""
+    data_root = (root / DATA_DIR).resolve()
+    paths = {}
+    for key, value in params.paths:
+        path = value if value.is_absolute() else root / value
+        if not path.resolve().is_relative_to(data_root):
+            raise ParamsError(
+                f"{source}: paths.{key} = {str(value)!r} escapes the project's data folder {data_root}"
+            )
+        paths[key] = path
+    return paths
+
+
+def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
+    paths = _confined_paths(params, root, source or root / "params.yaml")
     tracking = params.tracking.model_copy()
     # not MLFLOW_TRACKING_URI: mlflow.set_tracking_uri() writes that variable, so one project's
     # run would silently redirect every project loaded later in the same process

@@ -35,14 +35,14 @@ def _fail(command: str, exc: BaseException) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _run_step(name: str, params_path: Path, profile: Optional[str]) -> None:
+def _run_step(name: str, params_path: Path, profile: Optional[str], **options) -> None:
     from components.config import load_params
     from flows.steps import STEPS
 
     try:
         params = load_params(params_path, profile)
         started = time.perf_counter()
-        result = STEPS[name](params)
+        result = STEPS[name](params, **options)
     except USER_ERRORS as exc:
         raise _fail(name, exc) from exc
     out.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {escape(result.summary)}")
@@ -70,9 +70,13 @@ def prepare_model(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt)
 
 
 @app.command()
-def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
-    """Fine-tune a LoRA adapter with group-relative GRPO."""
-    _run_step("train", params, profile)
+def train(
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+    resume: bool = typer.Option(False, "--resume", help="continue from the newest state in <checkpoints>/resume"),
+) -> None:
+    """GRPO fine-tuning with LoRA (writes data/checkpoints/latest). Multi-process: torchrun ... $(which groupwise) train."""
+    _run_step("train", params, profile, resume=resume)
 
 
 @app.command()
@@ -122,6 +126,79 @@ def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> No
         out.print("[bold yellow]Gate refused; nothing registered.[/] Reasons:")
         for reason in reg.get("reasons", []):
             out.print(f"  - {escape(reason)}")
+
+
+@app.command()
+def promote(
+    version: str = typer.Option(..., "--version", "-v", help="model version to make @champion"),
+    reason: str = typer.Option("", "--reason", help="why (recorded on the version; required with --force)"),
+    force: bool = typer.Option(False, "--force", help="promote although its gates failed (needs --reason)"),
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Move @champion to a registered version; the old champion becomes @previous-champion."""
+    from components.config import load_params
+    from flows.promote import promote as promote_version
+
+    try:
+        result = promote_version(load_params(params, profile), version, reason, force)
+    except USER_ERRORS as exc:
+        raise _fail("promote", exc) from exc
+    forced = " [bold yellow](forced: gates overridden)[/]" if result.forced else ""
+    out.print(f"[bold green]{result.name} version {result.version} is @champion[/]{forced}")
+    out.print(f"  previous champion: {result.previous or 'none'}; history: {', '.join(result.history)}")
+
+
+@app.command()
+def rollback(
+    reason: str = typer.Option("", "--reason", help="why (recorded on the demoted version)"),
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Give @champion back to the previous champion."""
+    from components.config import load_params
+    from flows.promote import rollback as rollback_champion
+
+    try:
+        result = rollback_champion(load_params(params, profile), reason)
+    except USER_ERRORS as exc:
+        raise _fail("rollback", exc) from exc
+    out.print(f"[bold green]{result.name} version {result.version} is @champion again[/] (version {result.previous} demoted)")
+
+
+@app.command()
+def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """List the registered versions with their aliases, gate verdict and promotion record."""
+    import mlflow
+
+    from components.config import load_params
+    from components.tracking import runs
+
+    try:
+        resolved = load_params(params, profile)
+        runs.configure(resolved.tracking)
+        found = mlflow.MlflowClient().search_model_versions(f"name = '{resolved.registry.model_name}'")
+    except USER_ERRORS as exc:
+        raise _fail("versions", exc) from exc
+    table = Table(title=f"{resolved.registry.model_name} ({resolved.tracking.uri})")
+    for column in ("version", "aliases", "gates", "registered run", "promotion"):
+        table.add_column(column, overflow="fold")
+    for v in sorted(found, key=lambda v: int(v.version)):
+        promoted = v.tags.get("promotion.at")
+        record = f"{promoted} by {v.tags.get('promotion.by')}: {v.tags.get('promotion.reason')}" if promoted else ""
+        table.add_row(str(v.version), ", ".join(v.aliases), v.tags.get("gate.passed", "?"), v.run_id or "", escape(record))
+    out.print(table)
+
+
+@app.command()
+def schedule(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Serve the retrain flow on the cron of params.yaml `schedule:` (needs PREFECT_API_URL)."""
+    from flows.schedule import serve_retrain
+
+    try:
+        serve_retrain(params, profile)
+    except USER_ERRORS as exc:
+        raise _fail("schedule", exc) from exc
 
 
 @app.command("show-params")

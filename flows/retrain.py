@@ -2,35 +2,70 @@
 
 Thin by design: each task calls one step of `flows.steps`. One MLflow parent run holds a child run
 per step. A failing validation stops the flow before training; a refused gate registers nothing.
+
+- Retries: every task retries (`tracking.retries` times, `tracking.retry_delay_seconds` apart) on
+  a *transient* fault only (`runs.is_transient`: tracking server unreachable, database locked);
+  bad data or a failed gate fails at once. Registration is idempotent (see `steps.register`), so
+  retrying it cannot add a second version.
+- Caching (`flows.caching`): build-groups and prepare-base-model are served from Prefect's cache
+  when their inputs (params sections, source files, templates) are unchanged *and* their output
+  folders are as the last run left them; a DVC run that deleted or rewrote them forces a rebuild.
+  Train/evaluate/register are never cached (costly to key, and their outputs are DVC outs).
+- Artifacts: validation summary, metrics table, gate verdicts, and the run summary.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from components.config import Params, load_params
 from components.tracking import runs
-from flows import steps
+from flows import caching, steps
 from flows.steps import StepResult
 
 
+def transient_fault(task, task_run, state) -> bool:
+    """Prefect retry condition: retry only a fault that `runs.is_transient` recognises."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    return exc is not None and runs.is_transient(exc)
+
+
 def _step_task(name: str, fn):
-    # DVC-style outputs are rewritten each run: never served from a cache (see STACK_NOTES).
-    return task(fn, name=name, cache_policy=NO_CACHE)
+    # DVC outputs are rewritten each run: never served from a cache (see STACK_NOTES).
+    return task(fn, name=name, cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 
 
-build_task = _step_task("build-groups", steps.build)
+def _cached_task(name: str, step: str):
+    """A task whose result (a plain dict, JSON-persisted: no pickle) is cached on the step's inputs."""
+
+    def run_step(params: Params, parent_run_id: str | None = None) -> dict:
+        return asdict(steps.STEPS[step](params, parent_run_id))
+
+    run_step.__name__ = run_step.__qualname__ = f"run_{step.replace('-', '_')}"
+    return task(
+        run_step,
+        name=name,
+        cache_key_fn=caching.cache_key_fn(step),
+        persist_result=True,
+        result_serializer="json",
+        retry_condition_fn=transient_fault,
+    )
+
+
+build_task = _cached_task("build-groups", "build")
 validate_task = _step_task("validate-groups", steps.validate)
-prepare_model_task = _step_task("prepare-base-model", steps.prepare_model)
+prepare_model_task = _cached_task("prepare-base-model", "prepare-model")
 train_task = _step_task("train-grpo", steps.train)
 evaluate_task = _step_task("evaluate", steps.evaluate)
-# no retries: registration is not idempotent (a retry after log_model would add a second version)
-register_task = _step_task("gate-and-register", steps.register)
+register_task = _step_task("gate-and-register", steps.register)  # idempotent: safe to retry
+open_parent_task = task(runs.start_parent_run, name="open-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
+close_parent_task = task(runs.end_parent_run, name="close-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 
 
 @dataclass
@@ -38,6 +73,7 @@ class RetrainSummary:
     parent_run_id: str
     profile: str
     results: list[StepResult] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)  # steps served from Prefect's cache
 
     @property
     def registration(self) -> dict:
@@ -46,23 +82,105 @@ class RetrainSummary:
     def markdown(self) -> str:
         lines = [f"# groupwise retrain ({self.profile})", "", f"MLflow parent run: `{self.parent_run_id}`", ""]
         lines += ["| step | MLflow run | result |", "|---|---|---|"]
-        lines += [f"| {r.step} | `{r.run_id}` | {r.summary} |" for r in self.results]
+        lines += [
+            f"| {r.step} | `{r.run_id}` | {'(cached) ' if r.step in self.cached else ''}{r.summary} |"
+            for r in self.results
+        ]
         return "\n".join(lines)
+
+
+def validation_markdown(report_path: Path) -> str:
+    """The GX report as a short markdown summary: files, groups, and each rule's verdict."""
+    report = json.loads(Path(report_path).read_text())
+    lines = [f"# Validation: {'passed' if report.get('success') else 'FAILED'}", ""]
+    lines += ["| file | groups | members |", "|---|---|---|"]
+    for name, counts in report.get("files", {}).items():
+        lines.append(f"| {Path(name).name} | {counts.get('groups', '?')} | {counts.get('members', '?')} |")
+    lines += ["", "| rule | file | verdict | offending rows |", "|---|---|---|---|"]
+    for rule in report.get("rules", []):
+        rows = rule.get("offending_rows") or []
+        lines.append(
+            f"| {rule.get('rule')} | {Path(str(rule.get('file', ''))).name} | "
+            f"{'pass' if rule.get('success') else 'FAIL'} | {len(rows)} |"
+        )
+    return "\n".join(lines)
+
+
+def metrics_rows(metrics: dict) -> list[dict]:
+    """metrics.json as table rows: base/tuned pairs side by side (read by name), other scalars alone."""
+    rows = []
+    for section, values in metrics.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if key.startswith("tuned_") and f"base_{key[6:]}" in values:
+                continue  # shown in its base_ row
+            if key.startswith("base_"):
+                rows.append({"metric": f"{section}.{key[5:]}", "base": value, "tuned": values.get(f"tuned_{key[5:]}")})
+            elif isinstance(value, (int, float, bool)) or value is None:
+                rows.append({"metric": f"{section}.{key}", "base": None, "tuned": value})
+    return rows
+
+
+def _run(step_task, params: Params, parent: str):
+    configured = step_task.with_options(
+        retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds
+    )
+    return configured(params, parent)
+
+
+def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[StepResult, bool]:
+    """Run a cached step; force a fresh run when its outputs are not what the last run left."""
+    intact = caching.outputs_intact(step, params)
+    configured = step_task.with_options(
+        retries=params.tracking.retries,
+        retry_delay_seconds=params.tracking.retry_delay_seconds,
+        refresh_cache=not intact,
+    )
+    state = configured(params, parent, return_state=True)
+    result = StepResult(**state.result())
+    caching.record_outputs(step, params)
+    return result, state.name == "Cached"
 
 
 @flow(name="retrain", log_prints=True)
 def retrain(params_path: str = "params.yaml", profile: str | None = None) -> RetrainSummary:
     params: Params = load_params(Path(params_path), profile)
-    parent = runs.start_parent_run(params.tracking, "retrain", tags={"groupwise.profile": params.profile})
+    configured = open_parent_task.with_options(
+        retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds
+    )
+    parent = configured(params.tracking, "retrain", tags={"groupwise.profile": params.profile})
     summary = RetrainSummary(parent, params.profile)
+
+    def record(result: StepResult, cached: bool = False) -> None:
+        summary.results.append(result)
+        if cached:
+            summary.cached.append(result.step)
+        print(f"[{result.step}] {'(cached) ' if cached else ''}{result.summary}")
+
     try:
-        for step_task in (build_task, validate_task, prepare_model_task, train_task, evaluate_task, register_task):
-            result = step_task(params, parent)
-            summary.results.append(result)
-            print(f"[{result.step}] {result.summary}")
+        record(*_run_cached(build_task, "build", params, parent))
+        try:
+            record(_run(validate_task, params, parent))
+        finally:
+            report = params.paths.validation / "report.json"
+            if report.is_file():
+                create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
+        record(*_run_cached(prepare_model_task, "prepare-model", params, parent))
+        record(_run(train_task, params, parent))
+        evaluated = _run(evaluate_task, params, parent)
+        record(evaluated)
+        create_table_artifact(metrics_rows(evaluated.metrics), key="evaluation-metrics", description="base vs tuned, held-out")
+        registered = _run(register_task, params, parent)
+        record(registered)
+        create_table_artifact(
+            [{k: g[k] for k in ("name", "value", "threshold", "passed", "reason")} for g in registered.metrics["gates"]],
+            key="gate-verdicts",
+            description=f"gates {'passed' if registered.metrics['passed'] else 'failed'}",
+        )
     except BaseException:
-        runs.end_parent_run(parent, "FAILED")
+        close_parent_task(parent, "FAILED")
         raise
-    runs.end_parent_run(parent, "FINISHED")
+    close_parent_task(parent, "FINISHED")
     create_markdown_artifact(summary.markdown(), key="retrain-summary", description="groupwise retrain")
     return summary

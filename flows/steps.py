@@ -107,29 +107,47 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
     return StepResult("prepare_base_model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
 
 
-def train(params: Params, parent_run_id: str | None = None) -> StepResult:
-    """GRPO with LoRA on the train split; the adapter checkpoint is written atomically."""
+def train(params: Params, parent_run_id: str | None = None, resume: bool = False) -> StepResult:
+    """GRPO with LoRA on the train split; the adapter checkpoint is written atomically.
+
+    Under torchrun every rank trains its share of each step's groups; only rank 0 talks to MLflow
+    and writes the checkpoint. `resume=True` continues from `<checkpoints>/resume`.
+    """
     from components.data import load_groups
     from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
+    from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
 
     checkpoint = params.paths.checkpoints / "latest"
+    state_dir = params.paths.checkpoints / "resume"
     groups = [g for g in load_groups(params.paths.groups, split="train") if g.task in params.train.tasks]
     section = params.section_dict("train", "lora", "reward", "seed", "model")
+    ctx = init_from_env()
+    if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
+        result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
+        return StepResult("train", "", {"checkpoint": str(checkpoint)}, result.final, f"rank {ctx.rank} done")
     with runs.step_run(params.tracking, "train", section, parent_run_id) as run_id:
+        runs.set_tags({"train.world_size": ctx.world_size, "train.resumed": resume})
         result = run_training(
             params,
             groups,
             params.paths.base_model,
             checkpoint,
             on_step=lambda step, metrics: runs.log_metrics(metrics, step=step, prefix="train."),
+            on_rollouts=lambda step, rows: runs.log_table(rows, f"rollouts/step_{step:05d}.json"),
+            resume=resume,
+            state_dir=state_dir,
+            ctx=ctx,
         )
         # the adapter too: a refused adapter stays inspectable after `latest` is overwritten
         runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / STATE_FILE, checkpoint / ADAPTER_DIR], "train")
         runs.log_metrics({"train.seconds": result.seconds, "train.samples": result.samples})
+        if result.resumed_from:
+            runs.set_tags({"train.resumed_from_step": result.resumed_from})
     final = result.final
+    resumed = f" (resumed after step {result.resumed_from})" if result.resumed_from else ""
     summary = (
-        f"{result.steps} steps, {result.samples} samples in {result.seconds:.0f} s; "
+        f"{result.steps} steps, {result.samples} samples in {result.seconds:.0f} s{resumed}; "
         f"final reward {final.get('reward_mean', float('nan')):.3f}, KL {final.get('kl', float('nan')):.4f}"
     )
     return StepResult("train", run_id, {"checkpoint": str(checkpoint)}, final, summary)
@@ -162,50 +180,102 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     return StepResult("evaluate", run_id, {k: str(v) for k, v in asdict(files).items()}, metrics, summary)
 
 
+def dvc_md5(folder: Path) -> str:
+    """DVC's own hash of a folder (`<md5>.dir`, as in dvc.lock), or 'unknown' when it is missing."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs import LocalFileSystem
+
+    if not Path(folder).is_dir():
+        return "unknown"
+    fs = LocalFileSystem()
+    with tempfile.TemporaryDirectory() as tmp:
+        _, _, obj = build(HashFileDB(fs, tmp), str(folder), fs, "md5")
+    return obj.hash_info.value
+
+
+def write_gate_table(decision, folder: Path) -> list[Path]:
+    """The gate verdicts as gates.csv and gates.md (one row per gate), written atomically."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("gates.csv", pd.DataFrame(decision.rows()).to_csv(index=False)), ("gates.md", decision.markdown())):
+        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as fh:
+            fh.write(text)
+        written.append(Path(fh.name).replace(folder / name))
+    return written
+
+
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
-    """Gate on metrics.json; on pass register the adapter and set the alias, else register nothing."""
+    """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
+    move the alias, else register nothing. Idempotent: the same adapter and metrics give the same
+    version (safe to retry)."""
     from components.grpo.checkpoint import ADAPTER_DIR
-    from components.registry.gate import evaluate_gates
-    from components.tracking.model_registry import register_adapter
+    from components.registry.gate import evaluate_gates, metrics_to_tags
+    from components.tracking import model_registry
 
     metrics_path = params.paths.reports / "metrics.json"
     if not metrics_path.is_file():
         raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
     metrics = json.loads(metrics_path.read_text())
-    decision = evaluate_gates(metrics, params.gate)
     checkpoint = params.paths.checkpoints / "latest"
-    outcome: dict[str, Any] = {"passed": decision.passed, "gates": decision.to_dict()["results"]}
+    reg = params.registry
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:
+        reigning = model_registry.champion(reg.model_name, reg.champion_alias)
+        decision = evaluate_gates(metrics, params.gate, reigning)
+        outcome: dict[str, Any] = {
+            "passed": decision.passed,
+            "gates": decision.to_dict()["results"],
+            "champion": reigning.version if reigning else None,
+        }
         for result in decision.results:
             if isinstance(result.value, (int, float)):
                 runs.log_metrics({f"gate.{result.name}.value": result.value})
+            runs.log_metrics({f"gate.{result.name}.threshold": result.threshold})
             runs.set_tags({f"gate.{result.name}": "pass" if result.passed else "fail"})
-        runs.set_tags({"gate.passed": decision.passed})
+        runs.set_tags({"gate.passed": str(decision.passed).lower()})
+        table = write_gate_table(decision, params.paths.registry)
         if decision.passed:
+            adapter = checkpoint / ADAPTER_DIR
             tags = {
                 "data.sha256": files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
+                "data.dvc_md5": dvc_md5(params.paths.groups),
                 "params.hash": params_hash(params),
                 "git.commit": git_commit(params.root),
                 "gate.passed": "true",
+                "gate.champion_at_registration": reigning.version if reigning else "none",
                 **{f"gate.{r.name}": "pass" for r in decision.results},
+                **metrics_to_tags(metrics),
             }
-            version = register_adapter(
-                checkpoint / ADAPTER_DIR,
+            fingerprint = hashlib.sha256(
+                (files_sha256(sorted(p for p in adapter.iterdir() if p.is_file())) + metrics_path.read_text()).encode()
+            ).hexdigest()[:32]
+            version = model_registry.register_adapter(
+                adapter,
                 params.paths.base_model,
-                params.registry.model_name,
-                params.registry.alias,
+                reg.model_name,
+                reg.alias,
                 tags,
                 dtype=params.model.dtype,
-                package_base_model=params.registry.package_base_model,
+                package_base_model=reg.package_base_model,
+                fingerprint=fingerprint,
+                lock_timeout=reg.lock_timeout_seconds,
             )
-            outcome.update(model_name=version.name, version=version.version, alias=version.alias, uri=version.uri)
-            summary = f"registered {version.name} version {version.version} as @{version.alias} ({version.uri})"
+            runs.set_tags({"registry.version": version.version, "registry.reused": str(version.reused).lower()})
+            outcome.update(model_name=version.name, version=version.version, alias=version.alias, uri=version.uri,
+                           reused=version.reused, alias_moved=version.alias_moved)  # fmt: skip
+            summary = f"{'already registered' if version.reused else 'registered'} {version.name} version {version.version}"
+            if version.alias_moved:
+                summary += f", @{version.alias} ({version.uri})"
+            else:
+                summary += f" (@{version.alias} stays on a newer version)"
         else:
             outcome["reasons"] = decision.reasons()
             summary = "gate refused, nothing registered: " + "; ".join(decision.reasons())
         decision_path = _write_json(params.paths.registry / "decision.json", outcome)
-        runs.log_artifacts([decision_path], "registry")
-    return StepResult("register", run_id, {"decision": str(decision_path)}, outcome, summary)
+        runs.log_artifacts([decision_path, *table], "registry")
+    return StepResult("register", run_id, {"decision": str(decision_path), "gates": str(table[1])}, outcome, summary)
 
 
 STEPS = {

@@ -47,19 +47,27 @@ def group_mean_std(rewards: torch.Tensor, index: torch.Tensor) -> tuple[torch.Te
 
 @register_adv_est("grpo")
 def grpo_advantage(
-    rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig, uncertainty: torch.Tensor | None = None
+    rewards: torch.Tensor,
+    index: torch.Tensor,
+    cfg: AdvantageConfig,
+    uncertainty: torch.Tensor | None = None,
+    global_std: float | None = None,
 ) -> torch.Tensor:
     """GRPO (Shao et al. 2024, DeepSeekMath): A_i = (r_i - mean_g(r)) / (s + eps).
 
     s = std of the sample's group (`scale: group`), std of the whole batch (`batch`, as
-    Dr. GRPO/REINFORCE++ suggest), or 1 (`none`, Dr. GRPO, Liu et al. 2025).
+    Dr. GRPO/REINFORCE++ suggest; `global_std` is the std over every rank's batch), or 1
+    (`none`, Dr. GRPO, Liu et al. 2025).
     """
     mean, group_std = group_mean_std(rewards, index)
     centred = rewards.double() - mean
     if cfg.scale == "group":
         scale = group_std
     elif cfg.scale == "batch":
-        scale = rewards.double().std().expand_as(centred) if rewards.numel() > 1 else torch.ones_like(centred)
+        if global_std is not None:
+            scale = torch.full_like(centred, global_std)
+        else:
+            scale = rewards.double().std().expand_as(centred) if rewards.numel() > 1 else torch.ones_like(centred)
     else:
         return centred.float()
     return (centred / (scale + cfg.eps)).float()
@@ -67,15 +75,35 @@ def grpo_advantage(
 
 @register_adv_est("seed_grpo")
 def seed_grpo_advantage(
-    rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig, uncertainty: torch.Tensor | None = None
+    rewards: torch.Tensor,
+    index: torch.Tensor,
+    cfg: AdvantageConfig,
+    uncertainty: torch.Tensor | None = None,
+    global_std: float | None = None,
 ) -> torch.Tensor:
     """SEED-GRPO (Chen et al. 2025, arXiv:2505.12346): A'_i = A_i * f(alpha * SE_g / log G).
 
     A_i is the `grpo` advantage; SE_g / log G the normalised semantic entropy of the sample's group
-    (`uncertainty`, see components.grpo.semantic); f(x) = max(1 - x, 0), the paper's linear
-    scaling: confident groups keep their signal, uncertain ones update conservatively.
+    over meaning clusters (`uncertainty`, see components.grpo.semantic); f(x) = max(1 - x, 0), the
+    paper's linear scaling: confident groups keep their signal, uncertain ones update conservatively.
     """
     if uncertainty is None:
         raise ValueError("seed_grpo needs the semantic entropy of each sample's group")
     scale = (1.0 - cfg.alpha * uncertainty.double()).clamp(min=0.0)
-    return (grpo_advantage(rewards, index, cfg).double() * scale).float()
+    return (grpo_advantage(rewards, index, cfg, global_std=global_std).double() * scale).float()
+
+
+def advantage_stages(
+    rewards: torch.Tensor,
+    index: torch.Tensor,
+    cfg: AdvantageConfig,
+    final: torch.Tensor,
+    global_std: float | None = None,
+) -> dict[str, torch.Tensor]:
+    """The advantage after each transformation, for logging: centred -> scaled -> final."""
+    mean, _ = group_mean_std(rewards, index)
+    return {
+        "centred": rewards.double() - mean,
+        "scaled": grpo_advantage(rewards, index, cfg, global_std=global_std).double(),
+        "final": final.double(),
+    }

@@ -1,36 +1,47 @@
 """Atomic checkpoints: everything is written to a temporary sibling folder, then renamed.
 
 A reader never sees a half-written checkpoint: either the old folder or the complete new one.
-Layout: `adapter/` (peft: adapter_config.json + adapter_model.safetensors), `train_state.json`,
-`train_log.csv` (one row per step, also a DVC plot).
+
+Final checkpoint (the DVC output): `adapter/` (peft: adapter_config.json +
+adapter_model.safetensors), `train_state.json`, `train_log.csv` (one row per step, a DVC plot).
+
+Resumable state (`<checkpoints>/resume/step-NNNNNN/`, newest only): the same adapter plus
+`optimizer.safetensors` (flattened AdamW + scheduler state), `rng.json` (python, numpy and torch
+RNG states), `progress.json` (step = data cursor, samples, seconds, metric history, the fingerprint
+of the configuration it belongs to). Tensors go through safetensors and JSON: no pickle is loaded.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
+import random
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
 ADAPTER_DIR = "adapter"
 STATE_FILE = "train_state.json"
 LOG_FILE = "train_log.csv"
+OPTIMIZER_FILE = "optimizer.safetensors"
+RNG_FILE = "rng.json"
+PROGRESS_FILE = "progress.json"
+STATE_PREFIX = "step-"
 
 
-def save_checkpoint(out_dir: Path, model, state: dict[str, Any], log_rows: list[dict[str, float]]) -> Path:
+def _atomic_dir(out_dir: Path, write) -> Path:
+    """Run write(tmp) into a fresh sibling folder, then swap it in for `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True))
-        if log_rows:
-            with (tmp / LOG_FILE).open("w", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=list(log_rows[0]))
-                writer.writeheader()
-                writer.writerows(log_rows)
+        write(tmp)
         old = None
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}-old")
@@ -42,6 +53,119 @@ def save_checkpoint(out_dir: Path, model, state: dict[str, Any], log_rows: list[
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def _write_log(path: Path, log_rows: list[dict[str, float]]) -> None:
+    if not log_rows:
+        return
+    fields = list(dict.fromkeys(k for row in log_rows for k in row))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(log_rows)
+
+
+def save_checkpoint(out_dir: Path, model, state: dict[str, Any], log_rows: list[dict[str, float]]) -> Path:
+    """The final adapter checkpoint, atomically."""
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True))
+        _write_log(tmp / LOG_FILE, log_rows)
+
+    return _atomic_dir(out_dir, write)
+
+
+# ---- resumable training state ---------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    py = random.getstate()
+    np_state = np.random.get_state()
+    return {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(state["torch"])), dtype=torch.uint8))
+
+
+def _flatten(prefix: str, obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    """Tensors of a (nested) state dict go to `tensors`; the rest stays as JSON with references."""
+    if isinstance(obj, torch.Tensor):
+        key = f"{prefix}"
+        tensors[key] = obj.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(obj, dict):
+        return {"__dict__": [[k, _flatten(f"{prefix}.{k}", v, tensors)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return [_flatten(f"{prefix}.{i}", v, tensors) for i, v in enumerate(obj)]
+    return obj
+
+
+def _unflatten(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, dict) and "__tensor__" in obj:
+        return tensors[obj["__tensor__"]]
+    if isinstance(obj, dict) and "__dict__" in obj:
+        return {k: _unflatten(v, tensors) for k, v in obj["__dict__"]}
+    if isinstance(obj, list):
+        return [_unflatten(v, tensors) for v in obj]
+    return obj
+
+
+def save_train_state(state_root: Path, step: int, model, optimizer, scheduler, progress: dict[str, Any]) -> Path:
+    """Write `state_root/step-NNNNNN` atomically, then drop older states (newest only)."""
+    state_root = Path(state_root)
+    tensors: dict[str, torch.Tensor] = {}
+    structure = {
+        "optimizer": _flatten("optimizer", optimizer.state_dict(), tensors),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+    }
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
+        save_file(tensors, str(tmp / OPTIMIZER_FILE))
+        (tmp / "optimizer.json").write_text(json.dumps(structure))
+        (tmp / RNG_FILE).write_text(json.dumps(rng_state()))
+        (tmp / PROGRESS_FILE).write_text(json.dumps({**progress, "step": step}, indent=1))
+
+    out = _atomic_dir(state_root / f"{STATE_PREFIX}{step:06d}", write)
+    for older in state_root.glob(f"{STATE_PREFIX}*"):
+        if older != out and older.is_dir():
+            shutil.rmtree(older, ignore_errors=True)
+    return out
+
+
+def latest_train_state(state_root: Path) -> Path | None:
+    """The newest complete state folder (temporary folders start with a dot and are ignored)."""
+    candidates = sorted(p for p in Path(state_root).glob(f"{STATE_PREFIX}*") if (p / PROGRESS_FILE).is_file())
+    return candidates[-1] if candidates else None
+
+
+def load_train_state(state_dir: Path, model, optimizer, scheduler) -> dict[str, Any]:
+    """Restore adapter weights, optimizer, scheduler and RNG states; returns the progress record."""
+    from peft import set_peft_model_state_dict
+
+    state_dir = Path(state_dir)
+    adapter = load_file(str(state_dir / ADAPTER_DIR / "adapter_model.safetensors"))
+    result = set_peft_model_state_dict(model, adapter)
+    unexpected = getattr(result, "unexpected_keys", [])
+    if unexpected:
+        raise ValueError(f"{state_dir}: adapter does not match the model (unexpected keys {unexpected[:3]}...)")
+    structure = json.loads((state_dir / "optimizer.json").read_text())
+    tensors = load_file(str(state_dir / OPTIMIZER_FILE))
+    optimizer.load_state_dict(_unflatten(structure["optimizer"], tensors))
+    if scheduler is not None and structure["scheduler"] is not None:
+        scheduler.load_state_dict(structure["scheduler"])
+    set_rng_state(json.loads((state_dir / RNG_FILE).read_text()))
+    return json.loads((state_dir / PROGRESS_FILE).read_text())
 
 
 def read_state(checkpoint_dir: Path) -> dict[str, Any]:

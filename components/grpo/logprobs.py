@@ -44,8 +44,15 @@ def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
     return PackedBatch(torch.cat([prompt, completion], dim=1), attention, positions, completion, completion_mask)
 
 
-def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-    """log pi(o_t | q, o_<t) for every completion position, shape (B, C).
+@dataclass
+class TokenStats:
+    logp: torch.Tensor  # (B, C) log pi(o_t | q, o_<t), differentiable
+    entropy: torch.Tensor | None  # (B, C) entropy of the sampling distribution at t (no grad)
+
+
+def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False) -> TokenStats:
+    """log pi(o_t | q, o_<t) for every completion position, shape (B, C), and optionally
+    the token entropy H_t = logZ_t - sum_v p_v z_v of the same distribution.
 
     Logits are divided by the sampling temperature, so the log-probs are those of the distribution
     the completions were drawn from (as TRL does).
@@ -57,5 +64,11 @@ def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> 
         position_ids=batch.position_ids,
         logits_to_keep=width + 1,
     ).logits[:, :-1].float() / temperature
-    targets = batch.completion_ids.unsqueeze(-1)
-    return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    log_z = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - log_z
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            probs = torch.exp(logits - log_z.unsqueeze(-1))
+            entropy = log_z - (probs * logits).sum(-1)
+    return TokenStats(logp, entropy)

@@ -6,12 +6,21 @@ Per completion token t of sample i (PPO/GRPO surrogate, Shao et al. 2024):
     l_it   = -min(rho_it A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) A_i) + beta * k3_it
     k3_it  = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1     (Schulman 2020)
 
-The loss type fixes how l_it is aggregated, written as a per-token weight w_it so that micro-batches
-can be summed: loss = sum_it w_it l_it m_it (m: completion mask).
+With `kl_ratio_correction` the KL term is rho_it * k3_it, whose gradient is the unbiased reverse-KL
+gradient also off-policy (DeepSeek-V3.2, arXiv:2512.02556; TRL's `use_bias_correction_kl`).
 
-- `grpo`    w_it = 1 / (N |o_i|)            mean over each sequence, then over sequences
-- `dr_grpo` w_it = 1 / (N L_max)            Dr. GRPO (Liu et al. 2025), L_max = max_new_tokens
-- `dapo`    w_it = 1 / sum_j |o_j|          token-level mean over the batch (Yu et al. 2025, DAPO)
+The loss type fixes how l_it is aggregated over the whole step (all micro-batches, all ranks),
+written as a per-sequence token weight w_i so that micro-batches and ranks can simply be summed:
+loss = sum_i w_i sum_t l_it m_it (m: completion mask). N sequences, M micro-batches:
+
+- `grpo`    w_i = 1 / (N |o_i|)        mean over each sequence, then over sequences (Shao et al. 2024)
+- `bnpo`    w_i = 1 / (M T_b(i))       token mean within the micro-batch b(i) of T_b tokens, then mean
+                                       over micro-batches (TRL's `bnpo`)
+- `dr_grpo` w_i = 1 / (N L_max)        Dr. GRPO (Liu et al. 2025), L_max = max_new_tokens
+- `dapo`    w_i = 1 / sum_j |o_j|      token-level mean over the step (Yu et al. 2025, DAPO)
+
+With equal-size micro-batches these equal TRL's GRPOTrainer losses divided by its gradient
+accumulation steps, i.e. the gradient of one optimizer step is the same.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from typing import Callable
 
 import torch
 
-TokenWeightFn = Callable[[torch.Tensor, int], torch.Tensor]
+# (lengths (N,), micro_batch (N,) long, max_new_tokens) -> per-sequence weights (N,) float64
+TokenWeightFn = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 LOSS_TYPES: dict[str, TokenWeightFn] = {}
 
 
@@ -42,21 +52,30 @@ def get_loss_type(name: str) -> TokenWeightFn:
 
 
 @register_loss_type("grpo")
-def grpo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """(N,) per-sequence token weight 1 / (N |o_i|)."""
-    return 1.0 / (lengths.numel() * lengths.clamp(min=1).double())
+def grpo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """w_i = 1 / (N |o_i|)."""
+    return 1.0 / (lengths.numel() * lengths.double().clamp(min=1))
+
+
+@register_loss_type("bnpo")
+def bnpo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """w_i = 1 / (M T_b(i)) with T_b the tokens of micro-batch b."""
+    _, inverse = torch.unique(micro_batch, return_inverse=True)
+    n_micro = int(inverse.max()) + 1
+    tokens = torch.zeros(n_micro, dtype=torch.float64).index_add_(0, inverse, lengths.double())
+    return 1.0 / (n_micro * tokens.clamp(min=1)[inverse])
 
 
 @register_loss_type("dr_grpo")
-def dr_grpo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """(N,) per-sequence token weight 1 / (N L_max)."""
-    return torch.full_like(lengths, 1.0 / (lengths.numel() * max_new_tokens), dtype=torch.float64)
+def dr_grpo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """w_i = 1 / (N L_max)."""
+    return torch.full(lengths.shape, 1.0 / (lengths.numel() * max_new_tokens), dtype=torch.float64)
 
 
 @register_loss_type("dapo")
-def dapo_weights(lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """(N,) per-sequence token weight 1 / sum_j |o_j|."""
-    return torch.full_like(lengths, 1.0 / max(int(lengths.sum()), 1), dtype=torch.float64)
+def dapo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """w_i = 1 / sum_j |o_j|."""
+    return torch.full(lengths.shape, 1.0 / max(int(lengths.sum()), 1), dtype=torch.float64)
 
 
 @dataclass
@@ -75,6 +94,7 @@ def clipped_token_loss(
     eps_low: float,
     eps_high: float,
     beta: float,
+    kl_ratio_correction: bool = False,
 ) -> TokenLossTerms:
     """Per-token clipped surrogate + beta * k3; shapes (B, T), advantages (B,)."""
     adv = advantages.unsqueeze(1).to(logp.dtype)
@@ -86,6 +106,8 @@ def clipped_token_loss(
             raise ValueError("beta > 0 needs reference log-probs")
         delta = ref_logp - logp
         kl = torch.exp(delta) - delta - 1
+        if kl_ratio_correction:
+            kl = kl * ratio
         loss = loss + beta * kl
     else:
         kl = torch.zeros_like(logp)

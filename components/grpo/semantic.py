@@ -5,32 +5,65 @@ over the meaning clusters C_1..C_K of the G samples of a group, in its discrete 
 
     p_k = |C_k| / G,    SE = -sum_k p_k log p_k,    SE_norm = SE / log G  in [0, 1]
 
-Clustering here is by *normalised final answer*: for a group with a valid set, the answer its
-normaliser extracts (samples without a valid answer are clustered by their normalised text); for
-other groups, the normalised text itself (lower-cased words). Embedding clustering arrives with the
-full engine (issue 3).
+Clusterers are registered by name (`train.advantage.clustering`):
+
+- `answer`: by *normalised final answer*: for a group with a valid set, the answer its normaliser
+  extracts (samples without a valid answer are clustered by their normalised text); for other
+  groups, the normalised text itself (lower-cased words).
+- `embedding`: all-MiniLM-L6-v2 sentence embeddings (`components.embeddings`); a sample joins the
+  first cluster whose leader has cosine similarity >= `similarity_threshold`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Sequence
 
+from components.config import AdvantageConfig
 from components.data.schema import PromptGroup
 from components.grpo.types import Rollout
 from components.rewards.diversity import group_answers
 from components.rewards.entropy import words
 
 
-def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup) -> list[Hashable]:
-    """A meaning-cluster key per rollout."""
+Clusterer = Callable[[Sequence[Rollout], PromptGroup, AdvantageConfig], list[Hashable]]
+CLUSTERERS: dict[str, Clusterer] = {}
+
+
+def register_clusterer(name: str):
+    def decorator(fn: Clusterer) -> Clusterer:
+        if name in CLUSTERERS:
+            raise ValueError(f"clusterer {name!r} is already registered")
+        CLUSTERERS[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_clusterer(name: str) -> Clusterer:
+    if name not in CLUSTERERS:
+        raise KeyError(f"unknown clusterer {name!r}; known: {sorted(CLUSTERERS)}")
+    return CLUSTERERS[name]
+
+
+@register_clusterer("answer")
+def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup, cfg: AdvantageConfig | None = None) -> list[Hashable]:
+    """A meaning-cluster key per rollout: the normalised answer, else the normalised text."""
     has_valid_set = bool(group.valid_answers and group.answer_normalizer)
     answers = group_answers(list(rollouts), group) if has_valid_set else [None] * len(rollouts)
     return [
         ("answer", answer) if answer is not None else ("text", " ".join(words(r.completion)))
         for r, answer in zip(rollouts, answers)
     ]
+
+
+@register_clusterer("embedding")
+def embedding_clusters(rollouts: Sequence[Rollout], group: PromptGroup, cfg: AdvantageConfig) -> list[Hashable]:
+    """A cluster id per rollout from sentence-embedding similarity (threshold from params)."""
+    from components.embeddings import embed, threshold_clusters
+
+    return threshold_clusters(embed([r.completion for r in rollouts]), cfg.similarity_threshold)
 
 
 def semantic_entropy(clusters: Sequence[Hashable]) -> float:

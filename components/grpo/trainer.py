@@ -1,19 +1,23 @@
-"""The GRPO training loop, top to bottom (one step = one batch of whole groups):
+"""The GRPO training loop (one step = one batch of whole groups):
 
-    rollouts   K samples per prompt variant of each group, from the current policy
-    rewards    per-sample and whole-group reward functions, weighted (components.rewards)
-    advantages group-relative over all variants of a group (components.grpo.advantages)
-    loss       clipped surrogate + beta * k3 KL to the LoRA-disabled reference (components.grpo.losses)
-    update     gradients accumulated group by group, clipped, AdamW step
+    rollouts    K samples per prompt variant of each group, from the current policy (rollouts.py)
+    rewards     per-sample and whole-group reward functions, weighted (components.rewards)
+    advantages  group-relative over all variants of a group, optionally SEED-scaled (advantages.py)
+    update      mu optimizer steps over whole-group micro-batches, clipped surrogate + beta k3 KL
+                to the LoRA-disabled reference (update.py, losses.py)
+    state       every `save_every` steps an atomic resumable state (checkpoint.py); `resume=True`
+                continues from the newest one and ends with the same weights as an unbroken run
 
-With one policy update per batch of rollouts (mu = 1) the old log-probs equal the current ones
-(ratio = 1), as in TRL's default; the clip still bounds the ratio when mu > 1 arrives.
+Distributed data parallel when launched by torchrun (distributed.py): each rank samples, rewards
+and scores its own whole groups; loss weights and logged statistics are global.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
+import json
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,21 +30,20 @@ from tqdm.auto import tqdm
 from components.config import Params
 from components.data.schema import PromptGroup
 from components.generation.sampling import SamplingConfig, TransformersEngine
-from components.grpo.advantages import get_adv_est
-from components.grpo.checkpoint import save_checkpoint
-from components.grpo.logprobs import completion_logprobs, pack
-from components.grpo.losses import clipped_token_loss, get_loss_type
-from components.grpo.semantic import answer_clusters, normalized_semantic_entropy
-from components.grpo.types import GroupBatch, Rollout
+from components.grpo.advantages import advantage_stages, get_adv_est
+from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
+from components.grpo.distributed import DistContext, init_from_env
+from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
+from components.grpo.types import GroupBatch
+from components.grpo.update import TrainingError, policy_update, precision_context
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
 
 StepCallback = Callable[[int, dict[str, float]], None]
+RolloutCallback = Callable[[int, list[dict]], None]
 
-
-class TrainingError(FloatingPointError):
-    """The loss or the gradients became NaN/inf; nothing was saved."""
+__all__ = ["TrainResult", "TrainingError", "train", "group_schedule", "seed_everything"]
 
 
 @dataclass
@@ -50,6 +53,7 @@ class TrainResult:
     samples: int
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
+    resumed_from: int = 0
 
     @property
     def final(self) -> dict[str, float]:
@@ -62,109 +66,101 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def group_schedule(groups: list[PromptGroup], per_step: int, steps: int, seed: int) -> list[list[PromptGroup]]:
-    """Seeded epochs over the groups, `per_step` whole groups per step."""
+def group_schedule(
+    groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True
+) -> list[list[PromptGroup]]:
+    """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step)."""
     if not groups:
         raise ValueError("no training groups: check params.train.tasks and the train split")
     rng = random.Random(seed)
     order: list[PromptGroup] = []
     while len(order) < per_step * steps:
         epoch = list(groups)
-        rng.shuffle(epoch)
+        if shuffle:
+            rng.shuffle(epoch)
         order.extend(epoch)
     return [order[i * per_step : (i + 1) * per_step] for i in range(steps)]
 
 
-def collect_rollouts(engine: TransformersEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:
-    prompts, owners = [], []
-    for g, group in enumerate(groups):
-        for member in group.members:
-            prompts.append(member.text)
-            owners.append((g, group, member))
-    completions = engine.generate(prompts, sampling, desc="rollouts")
-    rollouts = [
-        Rollout(
-            group_index=g,
-            group_id=group.group_id,
-            variant_id=member.variant_id,
-            prompt=member.text,
-            completion=c.text,
-            prompt_ids=c.prompt_ids,
-            completion_ids=c.completion_ids,
-            truncated=c.truncated,
-        )
-        for (g, group, member), per_prompt in zip(owners, completions)
-        for c in per_prompt
-    ]
-    return GroupBatch(groups=groups, rollouts=rollouts)
+def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) -> str:
+    """What a resumable state must match: training-relevant params, the groups, the world size."""
+    payload = {
+        "params": params.model_dump(mode="json", include={"seed", "model", "lora", "train", "reward"}),
+        "groups": [g.group_id for g in groups],
+        "world_size": world_size,
+    }
+    payload["params"]["train"].pop("save_every", None)
+    payload["params"]["train"].pop("log_rollouts_every", None)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def group_uncertainty(batch: GroupBatch) -> torch.Tensor:
-    """Per-sample normalised semantic entropy of the sample's group (components.grpo.semantic)."""
-    out = torch.zeros(len(batch.rollouts), dtype=torch.float64)
-    for g, group in enumerate(batch.groups):
-        positions = batch.rollouts_of(g)
-        clusters = answer_clusters([batch.rollouts[i] for i in positions], group)
-        out[positions] = normalized_semantic_entropy(clusters)
-    return out
+def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
+    values = values.double()
+    return {
+        f"{prefix}_mean": values.mean().item(),
+        f"{prefix}_std": values.std().item() if values.numel() > 1 else 0.0,
+        f"{prefix}_min": values.min().item(),
+        f"{prefix}_max": values.max().item(),
+    }
 
 
-def grpo_step(model, batch: GroupBatch, params: Params, pad_id: int) -> dict[str, float]:
-    """Rewards -> advantages -> accumulated loss gradients for one batch; returns step metrics."""
+def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+    """Rewards -> advantages for this rank's groups; returns advantages, global metrics and rewards."""
     cfg = params.train
     rewards, per_fn = compute_rewards(batch, params.reward)
-    uncertainty = group_uncertainty(batch)
-    advantages = get_adv_est(cfg.advantage.estimator)(rewards, batch.index, cfg.advantage, uncertainty)
+    needs_uncertainty = cfg.advantage.estimator == "seed_grpo" or cfg.advantage.clustering == "answer"
+    uncertainty = group_uncertainty(batch, cfg.advantage) if needs_uncertainty else None
+    global_std = None
+    if cfg.advantage.scale == "batch" and ctx.enabled:
+        s = ctx.all_reduce_sum(torch.tensor([rewards.double().sum(), (rewards.double() ** 2).sum(), rewards.numel()]))
+        mean = s[0] / s[2]
+        global_std = float(torch.sqrt((s[1] - s[2] * mean**2) / (s[2] - 1).clamp(min=1)))
+    advantages = get_adv_est(cfg.advantage.estimator)(
+        rewards, batch.index, cfg.advantage, uncertainty, global_std=global_std
+    )
+    stages = advantage_stages(rewards, batch.index, cfg.advantage, advantages, global_std=global_std)
+
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
-    weights = get_loss_type(cfg.loss_type)(lengths, cfg.max_new_tokens)
-
-    total_loss, kl_sum, tokens, clip_low, clip_high = 0.0, 0.0, 0, 0, 0
-    for g in range(len(batch.groups)):  # one micro-batch per whole group
-        positions = [i for i in batch.rollouts_of(g) if batch.rollouts[i].completion_ids]
-        if not positions:
-            continue
-        mb = [batch.rollouts[i] for i in positions]
-        packed = pack(mb, pad_id)
-        mask = packed.completion_mask
-        logp = completion_logprobs(model, packed, cfg.temperature)
-        old_logp = logp.detach()
-        ref_logp = None
-        if cfg.beta > 0:
-            with torch.no_grad(), model.disable_adapter():
-                ref_logp = completion_logprobs(model, packed, cfg.temperature)
-        terms = clipped_token_loss(
-            logp, old_logp, ref_logp, advantages[positions], cfg.epsilon_low, cfg.epsilon_high, cfg.beta
-        )
-        w = weights[positions].to(logp.dtype).unsqueeze(1)
-        loss = (terms.loss * mask * w).sum()
-        if not torch.isfinite(loss):
-            raise TrainingError(f"non-finite loss {loss.item()} in group {batch.groups[g].group_id}")
-        loss.backward()
-        total_loss += loss.item()
-        kl_sum += (terms.kl * mask).sum().item()
-        tokens += int(mask.sum())
-        clip_low += int((terms.clipped_low & mask).sum())
-        clip_high += int((terms.clipped_high & mask).sum())
-
-    metrics = {
-        "loss": total_loss,
-        "reward_mean": rewards.mean().item(),
-        "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
-        "semantic_entropy_mean": uncertainty.mean().item(),
-        "advantage_mean": advantages.mean().item(),
-        "advantage_std": advantages.std().item() if advantages.numel() > 1 else 0.0,
-        "kl": kl_sum / max(tokens, 1),
-        "clip_ratio_low": clip_low / max(tokens, 1),
-        "clip_ratio_high": clip_high / max(tokens, 1),
-        "completion_length_mean": lengths.mean().item(),
-        "completion_length_max": lengths.max().item(),
-        "truncated_share": float(np.mean([r.truncated for r in batch.rollouts])),
-        "tokens": float(tokens),
+    truncated = torch.tensor([float(r.truncated) for r in batch.rollouts], dtype=torch.float64)
+    group_std = [rewards[batch.rollouts_of(g)].double().std().item() for g in range(len(batch.groups))]
+    local = {
+        "rewards": rewards,
+        "per_fn": per_fn,
+        "stages": stages,
+        "lengths": lengths,
+        "truncated": truncated,
+        "zero_std_groups": sum(s < 1e-8 for s in group_std),
+        "groups": len(batch.groups),
+        "uncertainty": uncertainty,
     }
-    for name, values in per_fn.items():
+    parts = ctx.all_gather_object(local)
+    cat = lambda key: torch.cat([p[key].double() for p in parts])  # noqa: E731
+    metrics = {**_stats("reward", cat("rewards"))}
+    for name in per_fn:
+        values = torch.cat([p["per_fn"][name].double() for p in parts])
         metrics[f"reward/{name}_mean"] = values.mean().item()
         metrics[f"reward/{name}_std"] = values.std().item() if values.numel() > 1 else 0.0
-    return metrics
+    for stage in stages:
+        metrics.update(_stats(f"advantage/{stage}", torch.cat([p["stages"][stage].double() for p in parts])))
+    metrics["advantage_mean"] = metrics["advantage/final_mean"]
+    metrics["advantage_std"] = metrics["advantage/final_std"]
+    metrics["frac_groups_zero_reward_std"] = sum(p["zero_std_groups"] for p in parts) / sum(p["groups"] for p in parts)
+    if uncertainty is not None:
+        metrics["semantic_entropy_mean"] = torch.cat([p["uncertainty"] for p in parts]).mean().item()
+    lengths_all = cat("lengths")
+    metrics["completion_length_mean"] = lengths_all.mean().item()
+    metrics["completion_length_max"] = lengths_all.max().item()
+    metrics["truncated_share"] = cat("truncated").mean().item()
+    metrics["samples"] = float(lengths_all.numel())
+    return advantages, metrics, rewards
+
+
+def _lr_scheduler(optimizer, params: Params):
+    from transformers import get_scheduler
+
+    cfg = params.train
+    total = cfg.steps * cfg.num_iterations
+    return get_scheduler(cfg.lr_scheduler, optimizer, num_warmup_steps=cfg.warmup_steps, num_training_steps=total)
 
 
 def train(
@@ -174,64 +170,115 @@ def train(
     checkpoint_dir: Path,
     on_step: StepCallback | None = None,
     show_progress: bool = True,
+    resume: bool = False,
+    state_dir: Path | None = None,
+    on_rollouts: RolloutCallback | None = None,
+    shuffle: bool = True,
+    ctx: DistContext | None = None,
 ) -> TrainResult:
-    """Fine-tune a LoRA adapter with group-relative GRPO and save it atomically to `checkpoint_dir`."""
+    """Fine-tune a LoRA adapter with group-relative GRPO and save it atomically to `checkpoint_dir`.
+
+    `state_dir` (default: `<checkpoint_dir>/../resume`) holds the newest resumable state;
+    `resume=True` continues from it (and refuses a state written for another configuration).
+    """
     cfg = params.train
+    ctx = ctx or init_from_env()
+    checkpoint_dir = Path(checkpoint_dir)
+    state_dir = Path(state_dir) if state_dir is not None else checkpoint_dir.parent / "resume"
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
     model = attach_lora(base, params.lora)
     model.train()
+    trainer_model = model
+    if ctx.enabled:
+        trainer_model = torch.nn.parallel.DistributedDataParallel(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = _lr_scheduler(optimizer, params)
     engine = TransformersEngine(model, tokenizer, batch_size=cfg.generation_batch_size, show_progress=False)
-    schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed)
+    schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed, shuffle=shuffle)
+    fingerprint = run_fingerprint(params, groups, ctx.world_size)
 
     history: list[dict[str, float]] = []
-    samples = 0
+    samples, elapsed_before, start_step = 0, 0.0, 1
+    if resume:
+        latest = latest_train_state(state_dir)
+        if latest is None:
+            raise FileNotFoundError(f"{state_dir}: no resumable training state to resume from")
+        progress = load_train_state(latest, model, optimizer, scheduler)
+        if progress.get("fingerprint") != fingerprint:
+            raise ValueError(
+                f"{latest}: written for another configuration (fingerprint {progress.get('fingerprint')} != "
+                f"{fingerprint}); train without --resume, or restore the params and groups it was made with"
+            )
+        history = progress["history"]
+        samples, elapsed_before, start_step = progress["samples"], progress["seconds"], progress["step"] + 1
+
+    device = next(model.parameters()).device
     started = time.perf_counter()
-    bar = tqdm(schedule, desc="GRPO", unit="step", disable=not show_progress)
-    for step, step_groups in enumerate(bar, start=1):
+    bar = tqdm(
+        range(start_step, cfg.steps + 1), desc="GRPO", unit="step", disable=not (show_progress and ctx.is_main),
+        initial=start_step - 1, total=cfg.steps,
+    )
+    for step in bar:
         t0 = time.perf_counter()
         sampling = SamplingConfig(
             n=cfg.samples_per_prompt,
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
-            seed=params.seed * 100_003 + step,
+            seed=params.seed * 100_003 + step * 101 + ctx.rank,
         )
-        batch = collect_rollouts(engine, step_groups, sampling)
+        with precision_context(cfg.precision, device):
+            batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling)
+        t_gen = time.perf_counter() - t0
         model.train()
-        optimizer.zero_grad(set_to_none=True)
-        metrics = grpo_step(model, batch, params, tokenizer.pad_token_id)
-        grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
-        if not math.isfinite(float(grad_norm)):
-            raise TrainingError(f"step {step}: non-finite gradient norm; no checkpoint written")
-        optimizer.step()
+        advantages, metrics, rewards = score_batch(batch, params, ctx)
+        update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
         elapsed = time.perf_counter() - t0
-        samples += len(batch.rollouts)
+        samples += int(metrics["samples"])
+        metrics.update(update)
         metrics.update(
             step=float(step),
-            grad_norm=float(grad_norm),
             step_time_s=elapsed,
-            samples_per_s=len(batch.rollouts) / elapsed,
+            generation_time_s=t_gen,
+            samples_per_s=metrics["samples"] / elapsed,
             tokens_per_s=metrics["tokens"] / elapsed,
         )
         history.append(metrics)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", kl=f"{metrics['kl']:.4f}")
-        if on_step is not None:
-            on_step(step, metrics)
+        if ctx.is_main:
+            if on_step is not None:
+                on_step(step, metrics)
+            if on_rollouts is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
+                on_rollouts(step, rollout_table(batch, rewards, advantages, step))
+            if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                progress = {
+                    "fingerprint": fingerprint,
+                    "samples": samples,
+                    "seconds": elapsed_before + time.perf_counter() - started,
+                    "history": history,
+                }
+                save_train_state(state_dir, step, model, optimizer, scheduler, progress)
+        ctx.barrier()
 
-    seconds = time.perf_counter() - started
-    provenance = read_provenance(base_model_dir)
-    state = {
-        "steps": cfg.steps,
-        "samples": samples,
-        "seconds": seconds,
-        "seed": params.seed,
-        "base_model_dir": str(Path(base_model_dir).resolve()),
-        "base_model_sha256": provenance.weights_sha256 if provenance else None,
-        "base_model_source": provenance.source if provenance else None,
-        "final_metrics": history[-1],
-    }
-    save_checkpoint(checkpoint_dir, model, state, history)
-    return TrainResult(Path(checkpoint_dir), cfg.steps, samples, seconds, history)
+    seconds = elapsed_before + time.perf_counter() - started
+    if ctx.is_main:
+        provenance = read_provenance(base_model_dir)
+        state = {
+            "steps": cfg.steps,
+            "samples": samples,
+            "seconds": seconds,
+            "seed": params.seed,
+            "world_size": ctx.world_size,
+            "resumed_from_step": start_step - 1,
+            "fingerprint": fingerprint,
+            "base_model_dir": str(Path(base_model_dir).resolve()),
+            "base_model_sha256": provenance.weights_sha256 if provenance else None,
+            "base_model_source": provenance.source if provenance else None,
+            "final_metrics": history[-1] if history else {},
+        }
+        save_checkpoint(checkpoint_dir, model, state, history)
+        shutil.rmtree(state_dir, ignore_errors=True)  # the run is complete: nothing left to resume
+    ctx.barrier()
+    return TrainResult(checkpoint_dir, cfg.steps, samples, seconds, history, resumed_from=start_step - 1)

@@ -1,5 +1,23 @@
-"""Model registry: registration gates (pure, over metrics.json) and MLflow register/promote."""
+"""Model registry policy: registration gates and promotion checks (pure, no MLflow here)."""
 
-from components.registry.gate import GATES, GateDecision, GateResult, evaluate_gates
+from components.registry.gate import (
+    CHAMPION_GATES,
+    GATES,
+    Champion,
+    GateDecision,
+    GateResult,
+    evaluate_gates,
+    metrics_from_tags,
+    metrics_to_tags,
+)
 
-__all__ = ["GATES", "GateDecision", "GateResult", "evaluate_gates"]
+__all__ = [
+    "CHAMPION_GATES",
+    "GATES",
+    "Champion",
+    "GateDecision",
+    "GateResult",
+    "evaluate_gates",
+    "metrics_from_tags",
+    "metrics_to_tags",
+]

@@ -1,6 +1,8 @@
-"""Registration gates: may the tuned model be registered? Judged on `metrics.json` alone.
+"""Registration gates: may the tuned model be registered? Judged on `metrics.json` and, for the
+champion gates, on the metrics recorded (as version tags) for the current `@champion`.
 
-Each gate is a plain function `(metrics, GateConfig) -> GateResult`, run in the order of `GATES`:
+Each gate is a plain function `(metrics, GateConfig) -> GateResult`, run in the order of `GATES`;
+then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` of `CHAMPION_GATES`:
 
 - ``no_nan``: every number in metrics (recursively) is finite, and a value is null only where a
   null is legitimate (`_null_allowed`):
@@ -14,6 +16,13 @@ Each gate is a plain function `(metrics, GateConfig) -> GateResult`, run in the 
 - ``significance``: paired t-test p_value <= max_p_value; a null p-value passes only when the
   gate is disabled (max_p_value >= 1.0).
 - ``helpfulness``: base_helpfulness − tuned_helpfulness <= max_helpfulness_drop (H_norm scale).
+- ``coverage``: base_coverage − tuned_coverage <= max_coverage_drop (share of a diversity task's
+  valid set that the samples cover, GAPO); passes with a note when no diversity task was evaluated.
+- ``champion_gap``: tuned_mean_gap − champion's tuned_mean_gap <= champion_max_gap_increase (nats).
+- ``champion_helpfulness``: champion's tuned_helpfulness − tuned_helpfulness
+  <= champion_max_helpfulness_drop.
+  Both champion gates pass with a note when there is no champion, or when the champion has no
+  recorded value to compare with (a version registered before metrics were recorded as tags).
 
 Comparisons allow a 1e-12 slack so that a value equal to its threshold up to float rounding
 (0.3 − 0.2 vs 0.1) is not rejected. A missing key fails the gate that needs it.
@@ -60,6 +69,24 @@ class GateDecision:
     def to_dict(self) -> dict:
         return {"passed": self.passed, "results": [r.to_dict() for r in self.results]}
 
+    def rows(self) -> list[dict]:
+        """One row per gate: gate, value, threshold, verdict, reason (the gate table)."""
+        return [
+            {"gate": r.name, "value": r.value, "threshold": r.threshold,
+             "verdict": "pass" if r.passed else "fail", "reason": r.reason}
+            for r in self.results
+        ]  # fmt: skip
+
+    def markdown(self) -> str:
+        """The gate table as markdown, with the overall verdict first."""
+        lines = [f"**Gates: {'passed' if self.passed else 'failed'}**", "",
+                 "| gate | value | threshold | verdict | reason |", "|---|---|---|---|---|"]  # fmt: skip
+        for row in self.rows():
+            value = "n/a" if row["value"] is None else f"{row['value']:.4g}"
+            reason = row["reason"].replace("|", "\\|")
+            lines.append(f"| {row['gate']} | {value} | {row['threshold']:g} | {row['verdict']} | {reason} |")
+        return "\n".join(lines) + "\n"
+
 
 def _get(metrics: dict, section: str, key: str) -> object:
     part = metrics.get(section)
@@ -79,6 +106,48 @@ def _pair(value: float, threshold: float) -> tuple[str, str]:
     if shown[0] == shown[1] and abs(value - threshold) > _SLACK:
         shown = f"{value:.4g}", f"{threshold:.4g}"
     return shown
+
+
+METRIC_TAG_PREFIX = "metric."  # model-version tags holding the evaluation metrics at registration
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The version that holds the champion alias, with the metrics recorded when it was registered."""
+
+    version: str
+    metrics: dict
+
+
+def metrics_to_tags(metrics: dict) -> dict[str, str]:
+    """Finite numbers of metrics.json as version tags: {'metric.consistency.p_value': '0.088', ...}."""
+    tags = {}
+    for path, value in _leaves(metrics):
+        number = _number(value)
+        if number is not None and math.isfinite(number) and "[" not in path:
+            tags[f"{METRIC_TAG_PREFIX}{path}"] = repr(number)
+    return tags
+
+
+def metrics_from_tags(tags: dict[str, str]) -> dict:
+    """Inverse of `metrics_to_tags` (other tags and unparsable values are ignored)."""
+    metrics: dict = {}
+    for key, text in tags.items():
+        if not key.startswith(METRIC_TAG_PREFIX):
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        *parents, leaf = key[len(METRIC_TAG_PREFIX):].split(".")
+        node = metrics
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[leaf] = value
+    return metrics
 
 
 def _missing(name: str, threshold: float, *keys: str) -> GateResult:
@@ -213,15 +282,90 @@ def helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
     )
 
 
+# --- coverage -------------------------------------------------------------------------------------
+
+
+def coverage(metrics: dict, gate: GateConfig) -> GateResult:
+    """base_coverage − tuned_coverage <= gate.max_coverage_drop (no diversity task: pass, noted)."""
+    name, threshold = "coverage", gate.max_coverage_drop
+    n_tasks = _get(metrics, "diversity", "n_tasks")
+    if n_tasks == 0:
+        return GateResult(name, None, threshold, True, f"{name}: no diversity task evaluated (not judged)")
+    base = _number(_get(metrics, "diversity", "base_coverage"))
+    tuned = _number(_get(metrics, "diversity", "tuned_coverage"))
+    if base is None or tuned is None or not (math.isfinite(base) and math.isfinite(tuned)):
+        return _missing(name, threshold, "diversity.base_coverage / tuned_coverage (as finite numbers)")
+    drop = base - tuned
+    passed = drop <= threshold + _SLACK
+    shown, limit = _pair(drop, threshold)
+    sign = "<=" if passed else ">"
+    return GateResult(
+        name, drop, threshold, passed,
+        f"{name}: drop {shown} {sign} {limit} (tuned valid-set coverage {tuned:.2f} vs base {base:.2f})",
+    )  # fmt: skip
+
+
 GATES: dict[str, Callable[[dict, GateConfig], GateResult]] = {
     "no_nan": no_nan,
     "gap_reduction": gap_reduction,
     "significance": significance,
     "helpfulness": helpfulness,
+    "coverage": coverage,
 }
 
 
-def evaluate_gates(metrics: dict, gate: GateConfig) -> GateDecision:
-    """Run every gate of `GATES` on the metrics.json dict; passed only if all pass."""
+# --- against the current champion -----------------------------------------------------------------
+
+
+def _versus_champion(
+    name: str, threshold: float, metrics: dict, champion: Champion | None, key: str, lower_is_better: bool, what: str
+) -> GateResult:
+    """Worsening of `consistency.<key>` relative to the champion's recorded value <= threshold."""
+    if champion is None:
+        return GateResult(name, None, threshold, True, f"{name}: no champion yet (not judged)")
+    ours = _number(_get(metrics, "consistency", key))
+    if ours is None or not math.isfinite(ours):
+        return _missing(name, threshold, f"consistency.{key} (as a finite number)")
+    theirs = _number(_get(champion.metrics, "consistency", key))
+    if theirs is None or not math.isfinite(theirs):
+        return GateResult(
+            name, None, threshold, True,
+            f"{name}: champion v{champion.version} has no recorded consistency.{key} (not judged)",
+        )  # fmt: skip
+    worse = ours - theirs if lower_is_better else theirs - ours
+    passed = worse <= threshold + _SLACK
+    shown, limit = _pair(worse, threshold)
+    sign = "<=" if passed else ">"
+    return GateResult(
+        name, worse, threshold, passed,
+        f"{name}: {what} worse by {shown} {sign} {limit} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
+    )  # fmt: skip
+
+
+def champion_gap(metrics: dict, gate: GateConfig, champion: Champion | None) -> GateResult:
+    """tuned_mean_gap − champion.tuned_mean_gap <= gate.champion_max_gap_increase."""
+    return _versus_champion(
+        "champion_gap", gate.champion_max_gap_increase, metrics, champion, "tuned_mean_gap", True,
+        "mean entropy gap",
+    )  # fmt: skip
+
+
+def champion_helpfulness(metrics: dict, gate: GateConfig, champion: Champion | None) -> GateResult:
+    """champion.tuned_helpfulness − tuned_helpfulness <= gate.champion_max_helpfulness_drop."""
+    return _versus_champion(
+        "champion_helpfulness", gate.champion_max_helpfulness_drop, metrics, champion,
+        "tuned_helpfulness", False, "helpfulness H_norm",
+    )  # fmt: skip
+
+
+CHAMPION_GATES: dict[str, Callable[[dict, GateConfig, Champion | None], GateResult]] = {
+    "champion_gap": champion_gap,
+    "champion_helpfulness": champion_helpfulness,
+}
+
+
+def evaluate_gates(metrics: dict, gate: GateConfig, champion: Champion | None = None) -> GateDecision:
+    """Run `GATES` then `CHAMPION_GATES` on the metrics.json dict; passed only if all pass."""
     results = [check(metrics, gate) for check in GATES.values()]
+    results += [check(metrics, gate, champion) for check in CHAMPION_GATES.values()]
     return GateDecision(passed=all(r.passed for r in results), results=results)

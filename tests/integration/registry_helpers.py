@@ -1,0 +1,71 @@
+"""Projects ready for the register step without training: the tiny base model, a LoRA adapter
+(random A, small random B, so it changes the output) and a metrics.json written by the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import make_project, seed_tiny_model
+
+
+def good_metrics(**consistency) -> dict:
+    metrics = {
+        "consistency": {
+            "n_groups": 6, "base_mean_gap": 0.40, "tuned_mean_gap": 0.30, "relative_gap_reduction": 0.25,
+            "t_statistic": 2.5, "p_value": 0.04, "p_value_wilcoxon": 0.05, "significant": False,
+            "base_helpfulness": 0.55, "tuned_helpfulness": 0.56, "base_mean_words": 10.0, "tuned_mean_words": 11.0,
+        },
+        "diversity": {
+            "n_tasks": 2, "base_distinct_1": 0.5, "tuned_distinct_1": 0.6, "base_distinct_2": 0.7,
+            "tuned_distinct_2": 0.8, "base_validity": 0.5, "tuned_validity": 0.5, "base_coverage": 0.25,
+            "tuned_coverage": 0.25, "base_tv_to_uniform": 0.7, "tuned_tv_to_uniform": 0.6,
+        },
+        "notes": [],
+    }  # fmt: skip
+    metrics["consistency"].update(consistency)
+    base, tuned = metrics["consistency"]["base_mean_gap"], metrics["consistency"]["tuned_mean_gap"]
+    metrics["consistency"]["relative_gap_reduction"] = (base - tuned) / base
+    return metrics
+
+
+def registry_project(dest: Path, tiny_model_dir: Path, overrides: dict | None = None) -> Path:
+    """A tiny-profile project whose gates are the defaults of params.yaml (not the tiny profile's)."""
+    gates = {
+        "profiles.tiny.gate": {"min_relative_gap_reduction": 0.0, "max_helpfulness_drop": 0.1},
+        **(overrides or {}),
+    }
+    project = make_project(dest, "tiny", gates)
+    seed_tiny_model(project, tiny_model_dir)
+    return project
+
+
+def write_adapter(project: Path, seed: int) -> Path:
+    """A LoRA adapter for the tiny model in data/checkpoints/latest/adapter (safetensors)."""
+    import torch
+
+    from components.config import load_params
+    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.models.lora import attach_lora
+    from components.models.provision import load_base_model
+
+    params = load_params(project / "params.yaml")
+    model, _ = load_base_model(params.paths.base_model, "float32")
+    torch.manual_seed(seed)
+    peft_model = attach_lora(model, params.lora)
+    with torch.no_grad():
+        for name, weight in peft_model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0.0, 0.05)
+    out = params.paths.checkpoints / "latest" / ADAPTER_DIR
+    peft_model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+def write_metrics(project: Path, metrics: dict) -> Path:
+    from components.config import load_params
+
+    path = load_params(project / "params.yaml").paths.reports / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(metrics))
+    return path

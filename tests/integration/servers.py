@@ -1,0 +1,158 @@
+"""Real servers on loopback for integration tests: PostgreSQL, `mlflow server`, `prefect server`.
+
+Each helper starts a real process on 127.0.0.1 on a free port, waits until it answers, and stops it
+(and only it) on exit. PostgreSQL comes from Debian's packages (`initdb`/`pg_ctl`, run as the
+`postgres` user when the tests run as root); without them the MLflow server uses SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+BIN = Path(sys.executable).parent
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"{url}: no answer within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop one process we started (its own process group: the server and its workers)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+
+
+def _pg_bin(name: str) -> str | None:
+    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return shutil.which(name)
+
+
+def postgres_available() -> bool:
+    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+        return False
+    if os.geteuid() == 0:  # postgres refuses to run as root: needs the Debian `postgres` user
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return False
+    try:
+        import psycopg2  # noqa: F401  (the driver MLflow's SQLAlchemy store needs)
+    except ImportError:
+        return False
+    return True
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A throw-away PostgreSQL cluster on loopback; yields a SQLAlchemy URI of database `mlflow`."""
+    folder = Path(tempfile.mkdtemp(prefix="groupwise-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+    data, port = folder / "data", free_port()
+    subprocess.run(
+        _as_postgres([_pg_bin("initdb"), "-D", str(data), "-U", "mlflow", "--auth=trust", "-E", "UTF8"]),
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    options = f"-c listen_addresses={LOOPBACK} -p {port} -k {folder} -c fsync=off"
+    subprocess.run(
+        _as_postgres([_pg_bin("pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]),
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    try:
+        subprocess.run(
+            [_pg_bin("createdb") or "createdb", "-h", LOOPBACK, "-p", str(port), "-U", "mlflow", "mlflow"],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        yield f"postgresql+psycopg2://mlflow@{LOOPBACK}:{port}/mlflow"
+    finally:
+        subprocess.run(_as_postgres([_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"]), capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def mlflow_server(backend_uri: str, artifacts: Path, port: int | None = None) -> Iterator[str]:
+    """`mlflow server` on loopback (artifacts proxied through the server); yields its URL."""
+    port = port or free_port()
+    log = artifacts.parent / f"mlflow-server-{port}.log"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [str(BIN / "mlflow"), "server", "--host", LOOPBACK, "--port", str(port), "--workers", "1",
+             "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts)],
+            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        wait_http(f"{url}/health", proc, 120, log)
+        yield url
+    finally:
+        stop(proc)
+
+
+@contextmanager
+def prefect_server(home: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`prefect server start` on loopback with its own PREFECT_HOME; yields PREFECT_API_URL."""
+    port = free_port()
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "server.log"
+    server_env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        # create scheduled runs within seconds of a deployment appearing (default loop: 60 s)
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+        **(env or {}),
+    }
+    server_env.pop("PREFECT_API_URL", None)
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [str(BIN / "prefect"), "server", "start", "--host", LOOPBACK, "--port", str(port)],
+            stdout=fh, stderr=subprocess.STDOUT, env=server_env, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://{LOOPBACK}:{port}/api"
+    try:
+        wait_http(f"{url}/health", proc, 120, log)
+        yield url
+    finally:
+        stop(proc)
