@@ -100,6 +100,9 @@ class TrainConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0)
     loss_type: str = "grpo"
     precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    share_prompts: bool = Field(
+        True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions"
+    )
     save_every: int = Field(0, ge=0, description="resumable state every N steps (0: only at the end)")
     log_rollouts_every: int = Field(0, ge=0, description="table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
@@ -120,9 +123,23 @@ class RewardConfig(_Section):
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
 
 
+class VllmConfig(_Section):
+    """vLLM engine settings (evaluation). On CPU the KV cache is a fixed budget in GiB."""
+
+    kv_cache_gb: int = Field(2, ge=1, description="VLLM_CPU_KVCACHE_SPACE (GiB) on CPU machines")
+    enforce_eager: bool = Field(True, description="no torch.compile: starts in ~30 s instead of ~100 s")
+    max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
+    max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
+    max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
+
+
 class EvalConfig(_Section):
-    engine: Literal["transformers"] = "transformers"
-    samples_per_prompt: int = Field(3, ge=1)
+    engine: Literal["vllm", "transformers"] = "vllm"
+    allow_fallback: bool = Field(
+        False, description="if the requested engine cannot start, use transformers instead (logged, recorded)"
+    )
+    vllm: VllmConfig = VllmConfig()
+    samples_per_prompt: int = Field(3, ge=2, description="n per prompt (diversity metrics need >= 2)")
     max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -130,6 +147,11 @@ class EvalConfig(_Section):
     max_consistency_groups: int = Field(24, ge=1)
     max_diversity_tasks: int = Field(8, ge=0)
     alpha: float = Field(0.01, gt=0, lt=1, description="significance level of the paired test")
+    cluster_threshold: float = Field(
+        0.85, gt=0, le=1, description="cosine at which two answers share a meaning cluster"
+    )
+    bootstrap_resamples: int = Field(2000, ge=100, description="paired bootstrap resamples for CIs")
+    confidence_level: float = Field(0.95, gt=0, lt=1, description="of the bootstrap intervals")
 
 
 class GateConfig(_Section):

@@ -154,57 +154,50 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
 
 
 def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
-    """Base vs tuned on the held-out groups: metrics.json, per-group tables, plot, summary."""
+    """Base vs tuned on the held-out groups: metrics.json, statistics, tables, plots, summary, HTML."""
     from components.data import load_groups
+    from components.evaluation.comparisons import compare_all
     from components.evaluation.records import summarize
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
 
     out = params.paths.reports
+    cfg = params.eval
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         frames = evaluate_models(
             params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest"
         )
-        metrics = summarize(frames.consistency, frames.diversity, params.eval.alpha)
-        files = write_report(out, frames.consistency, frames.diversity, metrics)
+        metrics = summarize(frames.consistency, frames.diversity, cfg.alpha)
+        metrics["engine"] = frames.engine.to_dict()
+        if frames.engine.fell_back:
+            metrics["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
+        settings = {"alpha": cfg.alpha, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
+        comparisons = compare_all(
+            frames.consistency, frames.diversity, alpha=cfg.alpha, n_resamples=cfg.bootstrap_resamples,
+            confidence=cfg.confidence_level, seed=params.seed,
+        )  # fmt: skip
+        files = write_report(out, frames.consistency, frames.diversity, metrics, comparisons, settings, frames.generation)
         samples_path = out / "samples.csv"
         frames.samples.to_csv(samples_path, index=False)
         runs.log_metrics(metrics, prefix="eval.")
-        paths = [Path(p) for p in asdict(files).values()] + [samples_path]
-        runs.log_artifacts(paths, "evaluation")
+        runs.log_metrics(frames.generation, prefix="eval.generation.")
+        runs.log_metrics(
+            {f"{c.family}.{c.metric}{'.' + c.model if c.model else ''}.{k}": getattr(c, k)
+             for c in comparisons if c.family == "base_vs_tuned" for k in ("delta", "q_bh")},
+            prefix="eval.stats.",
+        )  # fmt: skip
+        runs.set_tags({"eval.engine": frames.engine.used, "eval.engine_fallback": frames.engine.fell_back})
+        runs.log_artifacts([p for p in files.paths() if p not in files.plots()] + [samples_path], "evaluation")
+        runs.log_artifacts(files.plots(), "evaluation/plots")
     c = metrics["consistency"]
+    fallback = f" [FALLBACK to {frames.engine.used}]" if frames.engine.fell_back else ""
     summary = (
         f"held-out mean entropy gap {c['base_mean_gap']:.4f} (base) -> {c['tuned_mean_gap']:.4f} (tuned) "
-        f"over {c['n_groups']} groups, paired t-test p = {c['p_value'] if c['p_value'] is not None else 'n/a'}"
+        f"over {c['n_groups']} groups, paired t-test p = {c['p_value'] if c['p_value'] is not None else 'n/a'}; "
+        f"engine {frames.engine.used}{fallback}"
     )
-    return StepResult("evaluate", run_id, {k: str(v) for k, v in asdict(files).items()}, metrics, summary)
-
-
-def dvc_md5(folder: Path) -> str:
-    """DVC's own hash of a folder (`<md5>.dir`, as in dvc.lock), or 'unknown' when it is missing."""
-    from dvc_data.hashfile.build import build
-    from dvc_data.hashfile.db import HashFileDB
-    from dvc_objects.fs import LocalFileSystem
-
-    if not Path(folder).is_dir():
-        return "unknown"
-    fs = LocalFileSystem()
-    with tempfile.TemporaryDirectory() as tmp:
-        _, _, obj = build(HashFileDB(fs, tmp), str(folder), fs, "md5")
-    return obj.hash_info.value
-
-
-def write_gate_table(decision, folder: Path) -> list[Path]:
-    """The gate verdicts as gates.csv and gates.md (one row per gate), written atomically."""
-    import pandas as pd
-
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in (("gates.csv", pd.DataFrame(decision.rows()).to_csv(index=False)), ("gates.md", decision.markdown())):
-        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as fh:
-            fh.write(text)
-        written.append(Path(fh.name).replace(folder / name))
-    return written
+    outputs = {k: str(v) for k, v in asdict(files).items()} | {"samples": str(samples_path)}
+    return StepResult("evaluate", run_id, outputs, metrics, summary)
 
 
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:

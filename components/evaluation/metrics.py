@@ -10,6 +10,12 @@ diverse model produces valid answers, covers V, and samples it close to uniforml
 diversity is distinct-n (Li et al. 2016, "A Diversity-Promoting Objective Function for Neural
 Conversation Models", arXiv:1510.03055).
 
+Semantic metrics work on unit-norm sentence embeddings (all-MiniLM-L6-v2, `components.embeddings`)
+and on meaning clusters (`embeddings.threshold_clusters`): the semantic entropy of Kuhn, Gal &
+Farquhar 2023 ("Semantic Uncertainty", arXiv:2302.09664) in its discrete form, and the Vendi score
+of Friedman & Dieng 2023 ("The Vendi Score", arXiv:2210.02410). Self-BLEU (Zhu et al. 2018,
+"Texygen", arXiv:1802.01886) uses sacrebleu's sentence BLEU.
+
 Answers are the output of an answer normaliser: an element of V, or None when the completion maps
 onto no valid answer.
 """
@@ -20,6 +26,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from statistics import fmean
+
+import numpy as np
+from scipy import stats
+from scipy.spatial import distance
 
 from components.rewards.entropy import normalized_entropy, response_entropy, words
 
@@ -134,3 +144,130 @@ def mean_helpfulness(texts: Sequence[str], max_words: int) -> float:
 def mean_words(texts: Sequence[str]) -> float:
     """Mean response length in word tokens: (1/N) Σ_i |words(o_i)|."""
     return _mean([len(words(text)) for text in texts], "word counts")
+
+
+def empty_rate(texts: Sequence[str]) -> float:
+    """Share of responses without a single word token: |{i : words(o_i) = ∅}| / N (collapse guard)."""
+    return _mean([float(not words(text)) for text in texts], "empty rates")
+
+
+# --- semantic consistency -------------------------------------------------------------------------
+
+
+def semantic_agreement(labels: Sequence[int]) -> float:
+    """Share of samples in the modal meaning cluster: max_c |{i : c_i = c}| / N.
+
+    `labels` are the meaning clusters of all samples of all variants of one group: 1.0 when every
+    variant says the same thing, 1/N when every sample means something else.
+    """
+    if not labels:
+        raise ValueError("semantic agreement of no samples is undefined")
+    return max(Counter(labels).values()) / len(labels)
+
+
+def cross_variant_cosine(vectors: np.ndarray, variant_of: Sequence[str]) -> float:
+    """Mean cosine between samples of different variants: mean_{i<j, v(i)≠v(j)} e_i·e_j.
+
+    `vectors` are unit-norm embeddings (one row per sample), `variant_of` the variant of each row.
+    Raises ValueError when no pair of samples comes from two different variants.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    variants = np.asarray(variant_of)
+    if len(vectors) != len(variants):
+        raise ValueError(f"{len(vectors)} embeddings for {len(variants)} variant labels")
+    cross = np.triu(variants[:, None] != variants[None, :], k=1)
+    if not cross.any():
+        raise ValueError("cross-variant cosine needs samples of at least two variants")
+    return float((vectors @ vectors.T)[cross].mean())
+
+
+# --- semantic and lexical diversity ---------------------------------------------------------------
+
+
+def self_bleu(texts: Sequence[str]) -> float:
+    """Self-BLEU = (1/N) Σ_i BLEU(o_i, {o_j : j ≠ i}) / 100, in [0, 1] (Zhu et al. 2018).
+
+    sacrebleu `sentence_bleu` (13a tokenizer, exp smoothing, effective order): 1 when all samples
+    are the same text, near 0 when they share no n-gram. Lower is more diverse. Needs N >= 2.
+    """
+    from sacrebleu.metrics import BLEU
+
+    if len(texts) < 2:
+        raise ValueError(f"self-BLEU needs at least 2 texts, got {len(texts)}")
+    bleu = BLEU(effective_order=True)
+    scores = [
+        bleu.sentence_score(text, [other for j, other in enumerate(texts) if j != i]).score
+        for i, text in enumerate(texts)
+    ]
+    return fmean(scores) / 100.0
+
+
+def vendi_score(vectors: np.ndarray) -> float:
+    """Vendi score VS = exp(−Σ_i λ_i log λ_i), λ the eigenvalues of K/N, K_ij = e_i·e_j (Friedman & Dieng 2023).
+
+    The effective number of distinct samples: 1 when all embeddings coincide, N when they are
+    orthogonal. Eigenvalues are clipped at 0 (round-off) and 0 log 0 = 0.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if len(vectors) == 0:
+        raise ValueError("Vendi score of no samples is undefined")
+    eigenvalues = np.clip(np.linalg.eigvalsh(vectors @ vectors.T / len(vectors)), 0.0, None)
+    return float(math.exp(stats.entropy(eigenvalues / eigenvalues.sum())))
+
+
+def semantic_entropy(labels: Sequence[int]) -> float:
+    """Discrete semantic entropy SE = −Σ_c p_c log p_c, p_c = |{i : c_i = c}| / N (nats; Kuhn et al. 2023)."""
+    if not labels:
+        raise ValueError("semantic entropy of no samples is undefined")
+    return float(stats.entropy(list(Counter(labels).values())))
+
+
+def n_clusters(labels: Sequence[int]) -> int:
+    """Number of meaning clusters |{c_i}|."""
+    return len(set(labels))
+
+
+# --- distance of the answer distribution to uniform over V ----------------------------------------
+
+
+def answer_distribution(answers: Sequence[str | None], valid_answers: Sequence[str]) -> np.ndarray | None:
+    """f_v = count_v / Σ_u count_u over V (in the order of `valid_answers`); None without a valid answer."""
+    valid = list(dict.fromkeys(valid_answers))
+    _valid_set(valid)
+    counts = Counter(answer for answer in answers if answer is not None)
+    total = sum(counts[v] for v in valid)
+    if total == 0:
+        return None
+    return np.array([counts[v] / total for v in valid], dtype=np.float64)
+
+
+def unique_at_n(answers: Sequence[str | None]) -> int:
+    """Unique@N: the number of distinct valid answers among the N samples (= `distinct_answers`)."""
+    return distinct_answers(answers)
+
+
+def kl_to_uniform(answers: Sequence[str | None], valid_answers: Sequence[str]) -> float:
+    """KL(f ‖ U) = Σ_v f_v log(f_v · L) (nats), in [0, log L]; 0 log 0 = 0.
+
+    f is `answer_distribution`, U uniform over the L valid answers. Without any valid answer there
+    is no f: the worst case log L (that of a point mass) is returned, so collapse to invalid
+    answers never looks diverse.
+    """
+    f = answer_distribution(answers, valid_answers)
+    size = len(set(valid_answers))
+    if f is None:
+        return math.log(size)
+    return float(stats.entropy(f, np.full(size, 1.0 / size)))
+
+
+def js_distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequence[str]) -> float:
+    """Jensen–Shannon distance √JSD(f, U), JSD = ½ KL(f ‖ M) + ½ KL(U ‖ M), M = (f + U)/2 (nats).
+
+    scipy `jensenshannon` (natural log); in [0, √log 2]. Without a valid answer: the distance of a
+    point mass to U (the worst case), as for `kl_to_uniform`.
+    """
+    size = len(set(valid_answers))
+    f = answer_distribution(answers, valid_answers)
+    if f is None:
+        f = np.eye(size)[0]
+    return float(distance.jensenshannon(f, np.full(size, 1.0 / size)))

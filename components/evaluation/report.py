@@ -1,9 +1,16 @@
-"""Evaluation report files: metrics.json (DVC metrics), per-group tables, gap plot and summary.
+"""Evaluation report files: metrics.json (DVC metrics), statistics, per-group tables, plots,
+a markdown summary and one self-contained HTML report.
 
 Every file is written to a temporary sibling and moved into place with `os.replace`, so a reader
 never sees a half-written file; `metrics.json` is written last, so its presence means the report
 is complete. JSON is written with `allow_nan=False`: a NaN that slipped through fails loudly here
 instead of reaching DVC or the gate.
+
+metrics.json holds the gate's inputs (`consistency`, `diversity`), which engine produced them
+(`engine`, with the fallback recorded) and `notes`; it holds no null outside the places the
+gate allows one, and no timing (so `dvc metrics diff` compares results only). The per-metric tests
+with bootstrap CIs and Benjamini–Hochberg q-values, and the generation throughput, go to
+statistics.json and comparisons.csv (values there may be null).
 """
 
 from __future__ import annotations
@@ -12,12 +19,22 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
 
+from components.evaluation.comparisons import comparisons_frame
+from components.evaluation.html_report import render_html
+from components.evaluation.plots import (
+    answer_frequency_long,
+    plot_answer_frequency,
+    plot_coverage,
+    plot_gaps,
+    plot_metric_deltas,
+)
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, MODELS
+from components.evaluation.statistics import Comparison
 
 
 @dataclass(frozen=True)
@@ -25,21 +42,24 @@ class ReportFiles:
     """Paths of the files `write_report` wrote."""
 
     metrics: Path
+    statistics: Path
+    comparisons: Path
     per_group_consistency: Path
     per_group_diversity: Path
     entropy_gap_csv: Path
     entropy_gap_png: Path
+    answer_frequency_csv: Path
+    answer_frequency_png: Path
+    coverage_png: Path
+    metric_deltas_png: Path
     summary: Path
+    html: Path
 
     def paths(self) -> list[Path]:
-        return [
-            self.metrics,
-            self.per_group_consistency,
-            self.per_group_diversity,
-            self.entropy_gap_csv,
-            self.entropy_gap_png,
-            self.summary,
-        ]
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def plots(self) -> list[Path]:
+        return [self.entropy_gap_png, self.coverage_png, self.answer_frequency_png, self.metric_deltas_png]
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
@@ -71,41 +91,6 @@ def gap_long_format(consistency: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["group_id", "model", "gap"])
 
 
-def _plot_gaps(consistency: pd.DataFrame, metrics: dict, path: Path) -> None:
-    """Scatter of per-group gap, base (x) vs tuned (y), with the y = x diagonal."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(5.5, 5.0), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    summary = metrics.get("consistency", {})
-    if len(consistency):
-        base = consistency["base_gap"].astype(float)
-        tuned = consistency["tuned_gap"].astype(float)
-        top = max(float(base.max()), float(tuned.max()), 1e-3) * 1.05
-        axes.plot([0, top], [0, top], linestyle="--", color="grey", linewidth=1, label="y = x")
-        axes.scatter(base, tuned, s=24, alpha=0.8, label="group")
-        axes.set_xlim(0, top)
-        axes.set_ylim(0, top)
-        axes.legend(loc="upper left")
-        axes.text(
-            0.98, 0.02, "below the diagonal: tuned more consistent", transform=axes.transAxes,
-            ha="right", va="bottom", fontsize=8, color="grey",
-        )  # fmt: skip
-    else:
-        axes.text(0.5, 0.5, "no consistency groups", ha="center", va="center")
-    axes.set_xlabel("base entropy gap (nats)")
-    axes.set_ylabel("tuned entropy gap (nats)")
-    axes.set_title(
-        f"entropy gap per group: mean base {_fmt(summary.get('base_mean_gap'))}, "
-        f"tuned {_fmt(summary.get('tuned_mean_gap'))}",
-        fontsize=10,
-    )
-    figure.tight_layout()
-    figure.savefig(path, format="png")
-
-
 def _fmt(value: object, digits: int = 3) -> str:
     if value is None:
         return "n/a"
@@ -116,6 +101,10 @@ def _fmt(value: object, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _fmt_p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
 def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
     if base is None or tuned is None:
         return "n/a"
@@ -123,43 +112,70 @@ def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
     return f"{change} ({(tuned - base) / base:+.1%})" if base else change
 
 
-_CONSISTENCY_ROWS = (
+CONSISTENCY_ROWS = (
     ("entropy gap (nats, lower is more consistent)", "base_mean_gap", "tuned_mean_gap"),
+    ("semantic agreement (modal meaning share)", "base_semantic_agreement", "tuned_semantic_agreement"),
+    ("cross-variant cosine", "base_cross_variant_cosine", "tuned_cross_variant_cosine"),
     ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
     ("words per response", "base_mean_words", "tuned_mean_words"),
+    ("empty responses (share)", "base_empty_rate", "tuned_empty_rate"),
 )
-_DIVERSITY_ROWS = (
+DIVERSITY_ROWS = (
     ("distinct-1", "base_distinct_1", "tuned_distinct_1"),
     ("distinct-2", "base_distinct_2", "tuned_distinct_2"),
+    ("self-BLEU (lower is more diverse)", "base_self_bleu", "tuned_self_bleu"),
+    ("Vendi score", "base_vendi", "tuned_vendi"),
+    ("semantic entropy (nats)", "base_semantic_entropy", "tuned_semantic_entropy"),
+    ("meaning clusters", "base_n_clusters", "tuned_n_clusters"),
     ("validity", "base_validity", "tuned_validity"),
     ("coverage of valid answers", "base_coverage", "tuned_coverage"),
+    ("Unique@N", "base_unique_at_n", "tuned_unique_at_n"),
     ("TV distance to uniform (lower is better)", "base_tv_to_uniform", "tuned_tv_to_uniform"),
+    ("KL to uniform (nats, lower is better)", "base_kl_to_uniform", "tuned_kl_to_uniform"),
+    ("JS distance to uniform (lower is better)", "base_js_to_uniform", "tuned_js_to_uniform"),
+    ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
+    ("words per response", "base_words", "tuned_words"),
 )
 
 
-def render_markdown(metrics: dict) -> str:
-    """Short markdown summary of `metrics.json`: metric | base | tuned | change table, tests."""
+def engine_banner(metrics: dict) -> str:
+    """One line saying which engine ran; a loud warning when it is a fallback."""
+    engine = metrics.get("engine") or {}
+    if not engine:
+        return ""
+    if engine.get("fallback"):
+        return (
+            f"**WARNING: FALLBACK ENGINE.** Requested `{engine.get('requested')}`, evaluated with "
+            f"`{engine.get('used')}` (eval.allow_fallback is true). Cause: {engine.get('fallback_reason')}"
+        )
+    return f"Generation engine: `{engine.get('used')}`."
+
+
+def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) -> str:
+    """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
     consistency = metrics.get("consistency", {})
     diversity = metrics.get("diversity", {})
-    rows = [("consistency", name, b, t) for name, b, t in _CONSISTENCY_ROWS]
-    if diversity.get("n_tasks"):
-        rows += [("diversity", name, b, t) for name, b, t in _DIVERSITY_ROWS]
-    section = {"consistency": consistency, "diversity": diversity}
-    lines = [
-        "# Evaluation: base vs tuned",
-        "",
+    lines = ["# Evaluation: base vs tuned", ""]
+    banner = engine_banner(metrics)
+    if banner:
+        lines += [f"> {banner}" if metrics["engine"].get("fallback") else banner, ""]
+    lines += [
         f"- consistency groups: {consistency.get('n_groups', 0)}",
         f"- diversity tasks: {diversity.get('n_tasks', 0)}",
         "",
         "| metric | base | tuned | change |",
         "|---|---|---|---|",
     ]
+    rows = [("consistency", *r) for r in CONSISTENCY_ROWS]
+    if diversity.get("n_tasks"):
+        rows += [("diversity", *r) for r in DIVERSITY_ROWS]
+    section = {"consistency": consistency, "diversity": diversity}
     for part, name, base_key, tuned_key in rows:
         base, tuned = section[part].get(base_key), section[part].get(tuned_key)
         digits = 1 if "words" in base_key else 3
+        label = f"{name} (diversity tasks)" if part == "diversity" and base_key in ("base_helpfulness", "base_words") else name
         lines.append(
-            f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} "
-            f"| {_change(base, tuned, digits)} |"
+            f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
         )
     lines += [
         "",
@@ -170,14 +186,38 @@ def render_markdown(metrics: dict) -> str:
         f"Wilcoxon p = {_fmt_p(consistency.get('p_value_wilcoxon'))}; "
         f"significant: {_fmt(consistency.get('significant'))}.",
     ]
+    if comparisons:
+        lines += ["", *comparison_table(comparisons)]
     notes = metrics.get("notes") or []
     if notes:
         lines += ["", "Notes:", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
-def _fmt_p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
+def comparison_table(comparisons: list[Comparison]) -> list[str]:
+    """Markdown rows of every paired comparison (delta = b − a, CI, p-values, BH q-value)."""
+    lines = [
+        "## Paired tests (Benjamini–Hochberg within each family)",
+        "",
+        "| family | metric | model | a → b | n | delta (b − a) | CI | p (t) | p (Wilcoxon) | q (BH) | sig. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in comparisons:
+        ci = "n/a" if c.ci_low is None else f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
+        delta = "n/a" if c.delta is None else f"{c.delta:+.3f}"
+        lines.append(
+            f"| {c.family} | {c.metric} | {c.model or '-'} | {c.a} → {c.b} | {c.n} | {delta} | {ci} "
+            f"| {_fmt_p(c.p_t)} | {_fmt_p(c.p_wilcoxon)} | {_fmt_p(c.q_bh)} | {'yes' if c.significant else 'no'} |"
+        )
+    return lines
+
+
+def statistics_payload(comparisons: list[Comparison], settings: dict) -> dict:
+    """Content of statistics.json: the settings and every comparison, per family."""
+    families: dict[str, list[dict]] = {}
+    for c in comparisons:
+        families.setdefault(c.family, []).append(c.to_dict())
+    return {"settings": settings, **families}
 
 
 def write_report(
@@ -185,27 +225,50 @@ def write_report(
     consistency: pd.DataFrame,
     diversity: pd.DataFrame,
     metrics: dict,
+    comparisons: list[Comparison] | None = None,
+    settings: dict | None = None,
+    generation: dict | None = None,
 ) -> ReportFiles:
     """Write the evaluation report into `out_dir` (created if missing); returns the paths."""
+    comparisons = comparisons or []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(
         metrics=out_dir / "metrics.json",
+        statistics=out_dir / "statistics.json",
+        comparisons=out_dir / "comparisons.csv",
         per_group_consistency=out_dir / "per_group_consistency.csv",
         per_group_diversity=out_dir / "per_group_diversity.csv",
         entropy_gap_csv=out_dir / "entropy_gap.csv",
         entropy_gap_png=out_dir / "entropy_gap.png",
+        answer_frequency_csv=out_dir / "answer_frequency.csv",
+        answer_frequency_png=out_dir / "answer_frequency.png",
+        coverage_png=out_dir / "coverage.png",
+        metric_deltas_png=out_dir / "metric_deltas.png",
         summary=out_dir / "summary.md",
+        html=out_dir / "report.html",
     )
-    metrics_text = json.dumps(metrics, indent=2, allow_nan=False) + "\n"  # fail before writing
+    # fail before writing anything
+    metrics_text = json.dumps(metrics, indent=2, allow_nan=False) + "\n"
+    payload = {**statistics_payload(comparisons, settings or {}), "generation": generation or {}}
+    statistics_text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
     consistency = _with_columns(consistency, CONSISTENCY_COLUMNS)
     diversity = _with_columns(diversity, DIVERSITY_COLUMNS)
+    summary = metrics.get("consistency", {})
 
     _atomic_write(files.per_group_consistency, lambda p: consistency.to_csv(p, index=False))
     _atomic_write(files.per_group_diversity, lambda p: diversity.to_csv(p, index=False))
-    gaps = gap_long_format(consistency)
-    _atomic_write(files.entropy_gap_csv, lambda p: gaps.to_csv(p, index=False))
-    _atomic_write(files.entropy_gap_png, lambda p: _plot_gaps(consistency, metrics, p))
-    _atomic_write(files.summary, lambda p: p.write_text(render_markdown(metrics)))
+    _atomic_write(files.entropy_gap_csv, lambda p: gap_long_format(consistency).to_csv(p, index=False))
+    _atomic_write(files.answer_frequency_csv, lambda p: answer_frequency_long(diversity).to_csv(p, index=False))
+    _atomic_write(files.comparisons, lambda p: comparisons_frame(comparisons).to_csv(p, index=False))
+    _atomic_write(files.statistics, lambda p: p.write_text(statistics_text))
+    _atomic_write(files.entropy_gap_png, lambda p: plot_gaps(consistency, summary, p))
+    _atomic_write(files.coverage_png, lambda p: plot_coverage(diversity, p))
+    _atomic_write(files.answer_frequency_png, lambda p: plot_answer_frequency(diversity, p))
+    _atomic_write(files.metric_deltas_png, lambda p: plot_metric_deltas(comparisons, p))
+    markdown = render_markdown(metrics, comparisons)
+    _atomic_write(files.summary, lambda p: p.write_text(markdown))
+    html = render_html(metrics, comparisons, consistency, diversity, files.plots(), engine_banner(metrics), generation or {})
+    _atomic_write(files.html, lambda p: p.write_text(html, encoding="utf-8"))
     _atomic_write(files.metrics, lambda p: p.write_text(metrics_text))
     return files

@@ -1,24 +1,30 @@
 """Batch evaluation of base vs tuned on the held-out groups, same prompts and same seeds.
 
-Both models see exactly the same chat-templated prompts and sampling seeds, so per-group
-differences come from the adapter alone. Returns one row per group (see `records`).
+The whole held-out set goes to the generation engine in one call per model (base: no adapter;
+tuned: the checkpoint's LoRA adapter), with identical chat-templated prompts and sampling seeds,
+so per-group differences come from the adapter alone. All samples are embedded once
+(all-MiniLM-L6-v2) for the semantic metrics. Returns one row per group (see `records`) and one per
+sample.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from components.config import Params
 from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
-from components.evaluation.records import consistency_record, diversity_record
-from components.generation.sampling import Completion, SamplingConfig, TransformersEngine
-from components.grpo.checkpoint import ADAPTER_DIR, read_state
-from components.models.lora import load_adapter
-from components.models.provision import load_base_model, read_provenance
+from components.evaluation.records import Semantics, consistency_record, diversity_record
+from components.generation.engines import EngineChoice, GenerationEngine, Sample, open_engine
+from components.generation.sampling import SamplingConfig
+from components.grpo.checkpoint import ADAPTER_DIR, STATE_FILE, read_state
+from components.models.provision import read_provenance
 
 
 class EvaluationInputError(ValueError):
@@ -29,7 +35,9 @@ class EvaluationInputError(ValueError):
 class EvaluationFrames:
     consistency: pd.DataFrame
     diversity: pd.DataFrame
-    samples: pd.DataFrame  # one row per generated sample: group, variant, model, text
+    samples: pd.DataFrame  # one row per generated sample: group, variant, model, text, tokens, log-prob
+    engine: EngineChoice = field(default_factory=lambda: EngineChoice("", ""))
+    generation: dict = field(default_factory=dict)  # sequences, tokens, seconds, tokens/s per model
 
 
 def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
@@ -57,20 +65,47 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
             first_phrasing.setdefault(group.domain, group)
     diversity = list(first_phrasing.values())[: params.eval.max_diversity_tasks]
     if not consistency:
-        raise EvaluationInputError("no held-out consistency groups to evaluate")
+        raise EvaluationInputError(
+            f"empty evaluation set: no held-out consistency groups among {len(groups)} groups "
+            f"({len(heldout)} held out)"
+        )
+    check_eval_set(consistency + diversity)
     return consistency, diversity
 
 
+def check_eval_set(groups: list[PromptGroup]) -> None:
+    """Every selected group can be scored: variants to compare, a valid set and a known normaliser."""
+    for group in groups:
+        where = f"evaluation set, group {group.group_id!r}"
+        if group.task == "consistency" and len(group.members) < 2:
+            raise EvaluationInputError(f"{where}: a consistency group needs at least 2 variants, has {len(group.members)}")
+        if group.task == "diversity":
+            if not group.valid_answers:
+                raise EvaluationInputError(f"{where}: diversity task without valid_answers")
+            try:
+                get_normalizer(group.answer_normalizer or "casefold_match")
+            except ValueError as exc:
+                raise EvaluationInputError(f"{where}: {exc}") from exc
+        if any(not m.text.strip() for m in group.members):
+            raise EvaluationInputError(f"{where}: a variant has an empty prompt")
+
+
 def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
-    """The adapter folder, after checking it was trained on this base model."""
-    checkpoint_dir = Path(checkpoint_dir)
+    """The adapter folder, after checking it is complete and was trained on this base model."""
+    checkpoint_dir, base_model_dir = Path(checkpoint_dir), Path(base_model_dir)
+    if not checkpoint_dir.is_dir():
+        raise EvaluationInputError(f"{checkpoint_dir}: missing checkpoint (no such folder); run `groupwise train` first")
     adapter = checkpoint_dir / ADAPTER_DIR
-    if not (adapter / "adapter_model.safetensors").is_file():
-        raise EvaluationInputError(f"{checkpoint_dir}: missing checkpoint (no {ADAPTER_DIR}/adapter_model.safetensors)")
-    state = read_state(checkpoint_dir)
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        if not (adapter / name).is_file():
+            raise EvaluationInputError(f"{checkpoint_dir}: incomplete checkpoint (no {ADAPTER_DIR}/{name})")
+    try:
+        state = read_state(checkpoint_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise EvaluationInputError(f"{checkpoint_dir}: unreadable {STATE_FILE}: {exc}") from exc
     base = read_provenance(base_model_dir)
     if base is None:
-        raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model")
+        raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model; run `groupwise prepare-model` first")
     if state.get("base_model_sha256") != base.weights_sha256:
         raise EvaluationInputError(
             f"{checkpoint_dir}: adapter was trained on another base model "
@@ -80,32 +115,63 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     return adapter
 
 
-def _by_variant(group: PromptGroup, outputs: list[list[Completion]]) -> dict[str, list[str]]:
-    return {m.variant_id: [c.text for c in out] for m, out in zip(group.members, outputs)}
+class EmbeddingCache:
+    """Embeds every distinct text once (one batched call), then serves rows by text."""
+
+    def __init__(self, texts: Sequence[str]):
+        from components.embeddings import embed
+
+        self._index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
+        self._vectors = embed(list(self._index))
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return self._vectors[[self._index[t] for t in texts]]
+
+
+def sampling_config(params: Params) -> SamplingConfig:
+    cfg = params.eval
+    return SamplingConfig(
+        n=cfg.samples_per_prompt, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+        top_p=cfg.top_p, seed=params.seed,
+    )  # fmt: skip
+
+
+def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, adapter: Path | None) -> tuple[list[list[Sample]], dict]:
+    started = time.perf_counter()
+    out = engine.generate(prompts, cfg, adapter)
+    seconds = time.perf_counter() - started
+    tokens = sum(len(s.completion_ids) for row in out for s in row)
+    stats = {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds if seconds else 0.0}
+    return out, stats
 
 
 def evaluate_models(
-    params: Params, groups: list[PromptGroup], base_model_dir: Path, checkpoint_dir: Path, show_progress: bool = True
+    params: Params,
+    groups: list[PromptGroup],
+    base_model_dir: Path,
+    checkpoint_dir: Path,
+    engine: GenerationEngine | None = None,
 ) -> EvaluationFrames:
+    """Sample base and tuned on the held-out set, score every group; `engine`: reuse a started one."""
     consistency, diversity = select_heldout(groups, params)
     adapter = check_checkpoint(checkpoint_dir, base_model_dir)
     selected = consistency + diversity
     prompts = [m.text for g in selected for m in g.members]
-    cfg = params.eval
-    sampling = SamplingConfig(
-        n=cfg.samples_per_prompt,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        seed=params.seed,
-    )
-    model, tokenizer = load_base_model(base_model_dir, params.model.dtype)
-    base_out = TransformersEngine(model, tokenizer, cfg.batch_size, show_progress).generate(prompts, sampling, "eval base")
-    tuned_model = load_adapter(model, adapter)
-    tuned_out = TransformersEngine(tuned_model, tokenizer, cfg.batch_size, show_progress).generate(
-        prompts, sampling, "eval tuned"
-    )
+    sampling = sampling_config(params)
+    if engine is None:
+        engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.model.dtype, params.seed)
+        owned = True
+    else:
+        choice, owned = EngineChoice(engine.name, engine.name), False
+    try:
+        base_out, base_stats = _timed(engine, prompts, sampling, None)
+        tuned_out, tuned_stats = _timed(engine, prompts, sampling, adapter)
+    finally:
+        if owned:
+            engine.close()
 
+    texts = [s.text for out in (base_out, tuned_out) for row in out for s in row]
+    semantics = Semantics(EmbeddingCache(texts), params.eval.cluster_threshold)
     rows_c, rows_d, samples, cursor = [], [], [], 0
     for group in selected:
         k = len(group.members)
@@ -114,16 +180,26 @@ def evaluate_models(
         for member, b, t in zip(group.members, base_g, tuned_g):
             for model_name, outs in (("base", b), ("tuned", t)):
                 samples += [
-                    {"group_id": group.group_id, "variant_id": member.variant_id, "model": model_name, "text": c.text}
-                    for c in outs
+                    {
+                        "group_id": group.group_id, "task": group.task, "variant_id": member.variant_id,
+                        "model": model_name, "sample": j, "text": s.text, "n_tokens": len(s.completion_ids),
+                        "mean_logprob": s.mean_logprob, "truncated": s.truncated,
+                    }  # fmt: skip
+                    for j, s in enumerate(outs)
                 ]
+        base_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, base_g)}
+        tuned_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, tuned_g)}
         if group.task == "consistency":
-            rows_c.append(
-                consistency_record(group, _by_variant(group, base_g), _by_variant(group, tuned_g), params.reward.entropy_max_words)
-            )
+            rows_c.append(consistency_record(group, base_texts, tuned_texts, params.reward.entropy_max_words, semantics))
         else:
             normalize = get_normalizer(group.answer_normalizer or "casefold_match")
+            variant = group.members[0].variant_id
             rows_d.append(
-                diversity_record(group, [c.text for c in base_g[0]], [c.text for c in tuned_g[0]], normalize)
+                diversity_record(
+                    group, base_texts[variant], tuned_texts[variant], normalize, params.reward.entropy_max_words, semantics
+                )
             )
-    return EvaluationFrames(pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples))
+    return EvaluationFrames(
+        pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice,
+        {"base": base_stats, "tuned": tuned_stats},
+    )  # fmt: skip

@@ -10,6 +10,10 @@ means the tuned values are lower (for entropy gaps: the tuned model is more cons
 
 Degenerate inputs never leak NaN or ±inf: the statistic is None and `notes` says why
 (n < 2; differences with zero variance, where t is 0/0 or ±∞; all differences zero).
+
+`compare` adds a paired bootstrap confidence interval of the mean difference, and `adjust` the
+Benjamini–Hochberg correction across all metrics compared in one family (base vs tuned; variant
+A vs variant B).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy import stats
@@ -108,3 +112,100 @@ def paired_test(base: Sequence[float], tuned: Sequence[float]) -> PairedTest:
         p_value_wilcoxon=p_wilcoxon,
         notes=notes,
     )
+
+
+# --- paired bootstrap intervals and Benjamini–Hochberg across metrics ------------------------------
+
+
+def bootstrap_ci(
+    a: Sequence[float], b: Sequence[float], n_resamples: int, confidence: float, seed: int
+) -> tuple[float, float] | None:
+    """Paired percentile bootstrap interval of the mean difference d̄ = mean(b_i − a_i).
+
+    Resamples the n pairs with replacement (`scipy.stats.bootstrap`, paired=True, seeded), takes
+    the (1−c)/2 and (1+c)/2 quantiles of the resampled d̄ (Efron & Tibshirani 1993). None for
+    n < 2. Constant differences give the degenerate interval [d, d].
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(x) != len(y):
+        raise ValueError(f"bootstrap needs paired samples, got {len(x)} vs {len(y)}")
+    if len(x) < 2:
+        return None
+    diff = y - x
+    if np.ptp(diff) == 0:
+        return float(diff[0]), float(diff[0])
+    result = stats.bootstrap(
+        (x, y),
+        lambda u, v, axis=-1: np.mean(v - u, axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    return float(low), float(high)
+
+
+def benjamini_hochberg(p_values: Sequence[float | None]) -> list[float | None]:
+    """BH-adjusted p-values (q-values): q_(i) = min_{j >= i} p_(j) · m / j over the m defined p-values.
+
+    `scipy.stats.false_discovery_control(method="bh")` (Benjamini & Hochberg 1995); None stays None
+    and does not count in m. Rejecting q <= α controls the false discovery rate at α.
+    """
+    defined = [i for i, p in enumerate(p_values) if p is not None]
+    out: list[float | None] = [None] * len(p_values)
+    if defined:
+        adjusted = stats.false_discovery_control([p_values[i] for i in defined], method="bh")
+        for i, q in zip(defined, adjusted):
+            out[i] = float(q)
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of one metric between condition a (e.g. base) and b (e.g. tuned)."""
+
+    family: str  # "base_vs_tuned" | "variants"
+    metric: str
+    model: str  # for variant comparisons: the model whose samples are compared; else ""
+    a: str
+    b: str
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None  # mean(b − a)
+    ci_low: float | None
+    ci_high: float | None
+    p_t: float | None
+    p_wilcoxon: float | None
+    q_bh: float | None = None
+    significant: bool = False  # q_bh < alpha
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare(
+    family: str, metric: str, a: Sequence[float], b: Sequence[float], *, labels: tuple[str, str],
+    model: str = "", n_resamples: int, confidence: float, seed: int,
+) -> Comparison:  # fmt: skip
+    """Paired t-test, Wilcoxon signed-rank test and bootstrap CI of b − a (q_bh left for `adjust`)."""
+    test = paired_test(a, b)
+    ci = bootstrap_ci(a, b, n_resamples, confidence, seed)
+    return Comparison(
+        family=family, metric=metric, model=model, a=labels[0], b=labels[1], n=test.n,
+        mean_a=test.mean_base, mean_b=test.mean_tuned,
+        delta=None if test.mean_diff is None else -test.mean_diff,
+        ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
+        p_t=test.p_value, p_wilcoxon=test.p_value_wilcoxon,
+    )  # fmt: skip
+
+
+def adjust(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
+    """Benjamini–Hochberg over the t-test p-values of one family; significant = q_bh < alpha."""
+    q_values = benjamini_hochberg([c.p_t for c in comparisons])
+    return [
+        replace(c, q_bh=q, significant=q is not None and q < alpha) for c, q in zip(comparisons, q_values)
+    ]

@@ -23,7 +23,14 @@ import torch
 
 from components.config import TrainConfig
 from components.grpo.distributed import DistContext
-from components.grpo.logprobs import PackedBatch, completion_logprobs, pack
+from components.grpo.logprobs import (
+    PackedBatch,
+    SharedPromptBatch,
+    completion_logprobs,
+    pack,
+    pack_shared,
+    shared_prompt_logprobs,
+)
 from components.grpo.losses import clipped_token_loss, get_loss_type
 from components.grpo.types import GroupBatch
 
@@ -35,7 +42,7 @@ class TrainingError(FloatingPointError):
 @dataclass
 class MicroBatch:
     positions: list[int]  # indices into batch.rollouts
-    packed: PackedBatch
+    packed: PackedBatch | SharedPromptBatch
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
 
@@ -47,8 +54,11 @@ def precision_context(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
-def plan_micro_batches(batch: GroupBatch, groups_per_micro_batch: int, pad_id: int) -> list[MicroBatch]:
+def plan_micro_batches(
+    batch: GroupBatch, groups_per_micro_batch: int, pad_id: int, share_prompts: bool = True
+) -> list[MicroBatch]:
     """Consecutive whole groups per micro-batch (empty completions carry no tokens and are skipped)."""
+    packer = pack_shared if share_prompts else pack
     out = []
     for start in range(0, len(batch.groups), groups_per_micro_batch):
         positions = [
@@ -58,7 +68,7 @@ def plan_micro_batches(batch: GroupBatch, groups_per_micro_batch: int, pad_id: i
             if batch.rollouts[i].completion_ids
         ]
         if positions:
-            out.append(MicroBatch(positions, pack([batch.rollouts[i] for i in positions], pad_id)))
+            out.append(MicroBatch(positions, packer([batch.rollouts[i] for i in positions], pad_id)))
     return out
 
 
@@ -87,8 +97,9 @@ def global_token_weights(
 
 def _token_logprobs(model, mb: MicroBatch, cfg: TrainConfig, with_entropy: bool = False):
     device = next(model.parameters()).device
+    forward = shared_prompt_logprobs if isinstance(mb.packed, SharedPromptBatch) else completion_logprobs
     with precision_context(cfg.precision, device):
-        return completion_logprobs(model, mb.packed, cfg.temperature, with_entropy=with_entropy)
+        return forward(model, mb.packed, cfg.temperature, with_entropy=with_entropy)
 
 
 def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainConfig) -> None:
@@ -118,7 +129,7 @@ def policy_update(
     `model` is the peft model (reference via disable_adapter), `trainer_model` the module that
     takes gradients (the DDP wrapper when distributed, else `model` itself).
     """
-    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id)
+    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts)
     weights = global_token_weights(batch, micro_batches, cfg, ctx)
     prepare_fixed_logprobs(model, micro_batches, cfg)
     trainable = [p for p in model.parameters() if p.requires_grad]

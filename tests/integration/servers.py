@@ -120,6 +120,8 @@ def mlflow_server(backend_uri: str, artifacts: Path, port: int | None = None) ->
             [str(BIN / "mlflow"), "server", "--host", LOOPBACK, "--port", str(port), "--workers", "1",
              "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts)],
             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+            # no background job runner (GenAI jobs): 5 idle worker processes this suite does not use
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )  # fmt: skip
     url = f"http://{LOOPBACK}:{port}"
     try:
@@ -156,3 +158,60 @@ def prefect_server(home: Path, env: dict[str, str] | None = None) -> Iterator[st
         yield url
     finally:
         stop(proc)
+
+
+class DelayedProxy:
+    """A TCP forwarder on loopback to a real server that starts listening only after `down_for`
+    seconds: until then connections are refused, as while a tracking server restarts. Test
+    equipment, not a fake: every byte goes to and from the real server."""
+
+    def __init__(self, target_port: int, down_for: float) -> None:
+        import threading
+
+        self.port, self.target_port, self.down_for = free_port(), target_port, down_for
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def __enter__(self) -> "DelayedProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _serve(self) -> None:
+        import threading
+
+        if self._stop.wait(self.down_for):
+            return
+        with socket.socket() as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((LOOPBACK, self.port))
+            listener.listen(16)
+            listener.settimeout(0.2)
+            while not self._stop.is_set():
+                try:
+                    client, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                upstream = socket.create_connection((LOOPBACK, self.target_port))
+                for a, b in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()

@@ -1,14 +1,20 @@
-"""`dvc repro` runs the same pipeline from params.yaml (tiny profile) in a temporary copy."""
+"""`dvc repro` runs the same pipeline from params.yaml (tiny profile) in a temporary git copy; the
+project's local remote takes `dvc push` / `dvc pull`; `dvc exp run -S` varies a param and
+`dvc metrics diff` / `dvc plots diff` compare; the Prefect flow gives the same metrics as DVC."""
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
+import yaml
 
-from tests.conftest import make_project
+from components.config import load_params
+from flows.retrain import retrain
+from tests.conftest import ROOT, make_project
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def dvc(project, *args):
@@ -17,9 +23,16 @@ def dvc(project, *args):
     return result.stdout
 
 
-def test_dvc_repro_runs_every_stage_and_is_then_up_to_date(tmp_path):
+def git(project, *args):
+    ident = ["-c", "user.name=groupwise-test", "-c", "user.email=test@groupwise.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", *ident, *args], cwd=project, check=True, capture_output=True, text=True)
+
+
+def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness):
     project = make_project(tmp_path / "project", "tiny")
-    dvc(project, "init", "--no-scm", "-q")
+    git(project, "init", "-q")
+    dvc(project, "init", "-q")
+    shutil.copy2(ROOT / ".dvc/config", project / ".dvc/config")  # the project's default local remote
     dvc(project, "repro")
 
     lock = (project / "dvc.lock").read_text()
@@ -29,6 +42,7 @@ def test_dvc_repro_runs_every_stage_and_is_then_up_to_date(tmp_path):
     metrics = next(iter(shown.values()))["data"]["data/reports/metrics.json"]["data"]
     assert metrics["consistency"]["n_groups"] == 6
     assert json.loads((project / "data/registry/decision.json").read_text())["passed"] is True
+    assert (project / "data/registry/gates.md").read_text().startswith("**Gates: passed**")
 
     plots = json.loads(dvc(project, "plots", "show", "--json"))
     assert {"entropy_gap_per_group", "training"} <= set(plots["data"])
@@ -36,3 +50,40 @@ def test_dvc_repro_runs_every_stage_and_is_then_up_to_date(tmp_path):
 
     again = dvc(project, "repro")
     assert "didn't change, skipping" in again and "Running stage" not in again
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "baseline")
+
+    # push groups, base model and checkpoint to the local remote; lose them and the cache; pull back
+    dvc(project, "push")
+    remote = project / ".dvc-remote"
+    assert sum(1 for p in remote.rglob("*") if p.is_file()) >= 3
+    adapter = project / "data/checkpoints/latest/adapter/adapter_model.safetensors"
+    before = adapter.read_bytes()
+    for folder in ("data/groups", "data/checkpoints/latest", ".dvc/cache"):
+        shutil.rmtree(project / folder)
+    dvc(project, "pull")
+    assert adapter.read_bytes() == before and (project / "data/groups/consistency.jsonl").is_file()
+    assert "up to date" in dvc(project, "status")
+
+    # an experiment with another learning rate; DVC writes 2e-05, which YAML reads as a string
+    dvc(project, "exp", "run", "-S", "train.lr=2e-05")
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    assert raw["train"]["lr"] == "2e-05"  # the STACK_NOTES pitfall...
+    assert load_params(project / "params.yaml").train.lr == pytest.approx(2e-05)  # ...coerced to a float
+    experiments = json.loads(dvc(project, "exp", "show", "--json"))
+    lrs = {
+        str(exp["data"]["params"]["params.yaml"]["data"]["train"]["lr"])
+        for rev in experiments for exp in (rev.get("experiments") or []) for exp in exp.get("revs", [])
+    }  # fmt: skip
+    assert "2e-05" in lrs
+    diff = json.loads(dvc(project, "metrics", "diff", "HEAD", "--json"))["diff"]["data/reports/metrics.json"]
+    assert diff["consistency.base_mean_gap"]["diff"] == 0  # same base model, prompts and seeds
+    assert diff["consistency.tuned_mean_gap"]["new"] != diff["consistency.tuned_mean_gap"]["old"]
+    plot_diff = json.loads(dvc(project, "plots", "diff", "HEAD", "--json"))
+    revisions = {d["revisions"][0] for d in plot_diff["data"]["entropy_gap_per_group"]}
+    assert revisions == {"HEAD", "workspace"}
+
+    # the Prefect flow, from the same params.yaml, gives the same metrics as `dvc exp run` did
+    by_dvc = json.loads((project / "data/reports/metrics.json").read_text())
+    retrain(str(project / "params.yaml"))
+    assert json.loads((project / "data/reports/metrics.json").read_text()) == by_dvc

@@ -10,7 +10,10 @@ from flows.cli import app
 from tests.conftest import make_project
 
 runner = CliRunner()
-SUBCOMMANDS = ["build", "validate", "prepare-model", "train", "evaluate", "register", "retrain", "show-params"]
+SUBCOMMANDS = [
+    "build", "validate", "prepare-model", "train", "evaluate", "register", "retrain", "show-params",
+    "promote", "rollback", "versions", "schedule",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)
@@ -62,3 +65,13 @@ def test_evaluate_without_checkpoint_says_what_is_missing(tmp_path, tiny_model_d
     result = runner.invoke(app, ["evaluate", "--params", params])
     assert result.exit_code == 2
     assert "missing checkpoint" in result.output
+
+
+def test_schedule_without_a_prefect_server_says_how_to_start_one(tmp_path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    project = make_project(tmp_path / "p", "tiny")
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):  # no server, whatever the session set
+        result = runner.invoke(app, ["schedule", "--params", str(project / "params.yaml")])
+    assert result.exit_code == 2
+    assert "scheduling needs a Prefect server" in result.output and "PREFECT_API_URL" in result.output

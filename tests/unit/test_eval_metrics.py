@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from components.data.schema import Member, PromptGroup
@@ -22,6 +23,7 @@ from components.evaluation.metrics import (
 from components.evaluation.records import (
     CONSISTENCY_COLUMNS,
     DIVERSITY_COLUMNS,
+    Semantics,
     consistency_record,
     diversity_record,
 )
@@ -150,11 +152,24 @@ def test_mean_helpfulness_and_words():
 
 # --- records --------------------------------------------------------------------------------------
 
+# Hand-made embeddings (not a model): each distinct word-set gets a fixed unit vector, so cosines,
+# clusters and Vendi scores can be computed by hand. The real embedder is tested in test_eval_semantic.
+AXES = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
+
+
+def hand_embed(texts):
+    """Text -> the unit vector of its first letter's axis in AXES ('a…' / 'r…' -> x, others by table)."""
+    first = {"a": "x", "d": "y", "r": "x", "g": "y", "b": "z", "p": "z"}
+    return np.array([AXES[first.get(t.strip().lower()[:1], "z")] for t in texts], dtype=np.float32)
+
+
+SEMANTICS = Semantics(hand_embed, threshold=0.9)
+
 
 def test_consistency_record_by_hand():
-    base = {"w": ["a a b b"], "m": ["a b c d"]}  # H: ln2 vs ln4 -> gap ln2
-    tuned = {"w": ["a b c d"], "m": ["d c b a"]}  # H: ln4 vs ln4 -> gap 0
-    row = consistency_record(consistency_group(), base, tuned, max_words=4)
+    base = {"w": ["a a b b"], "m": ["a b c d"]}  # H: ln2 vs ln4 -> gap ln2; both embed to x
+    tuned = {"w": ["a b c d"], "m": ["d c b a"]}  # H: ln4 vs ln4 -> gap 0; x vs y
+    row = consistency_record(consistency_group(), base, tuned, 4, SEMANTICS)
     assert list(row) == CONSISTENCY_COLUMNS
     assert row["group_id"] == "g1" and row["domain"] == "job" and row["n_variants"] == 2
     assert row["base_gap"] == pytest.approx(LN2)
@@ -162,47 +177,64 @@ def test_consistency_record_by_hand():
     assert row["base_helpfulness"] == pytest.approx((0.5 + 1.0) / 2)
     assert row["tuned_helpfulness"] == pytest.approx(1.0)
     assert row["base_words"] == row["tuned_words"] == 4.0
+    assert row["base_empty_rate"] == row["tuned_empty_rate"] == 0.0
+    # base: both samples in one cluster, cosine 1; tuned: two clusters of one, cosine 0
+    assert row["base_semantic_agreement"] == 1.0 and row["tuned_semantic_agreement"] == 0.5
+    assert row["base_cross_variant_cosine"] == pytest.approx(1.0)
+    assert row["tuned_cross_variant_cosine"] == pytest.approx(0.0)
     assert json.loads(row["base_variant_entropy"]) == pytest.approx({"w": LN2, "m": 2 * LN2})
     assert json.loads(row["tuned_variant_entropy"]) == pytest.approx({"w": 2 * LN2, "m": 2 * LN2})
+    assert json.loads(row["base_axis_entropy"]) == pytest.approx({"gender=woman": LN2, "gender=man": 2 * LN2})
 
 
 def test_consistency_record_names_group_and_variant_without_samples():
     base = {"w": ["a b"], "m": ["a b"]}
     with pytest.raises(ValueError, match=r"g1.*'m'.*tuned"):
-        consistency_record(consistency_group(), base, {"w": ["a b"], "m": []}, max_words=4)
+        consistency_record(consistency_group(), base, {"w": ["a b"], "m": []}, 4, SEMANTICS)
     with pytest.raises(ValueError, match=r"g1.*'m'.*base"):
-        consistency_record(consistency_group(), {"w": ["a b"]}, base, max_words=4)
+        consistency_record(consistency_group(), {"w": ["a b"]}, base, 4, SEMANTICS)
     with pytest.raises(ValueError, match="unknown variants"):
-        consistency_record(consistency_group(), {**base, "x": ["a"]}, base, max_words=4)
+        consistency_record(consistency_group(), {**base, "x": ["a"]}, base, 4, SEMANTICS)
 
 
 def test_consistency_record_rejects_diversity_task():
     with pytest.raises(ValueError, match="not consistency"):
-        consistency_record(diversity_group(), {"p": ["a"]}, {"p": ["a"]}, max_words=4)
+        consistency_record(diversity_group(), {"p": ["a"]}, {"p": ["a"]}, 4, SEMANTICS)
 
 
 def test_diversity_record_by_hand():
     base = ["red", "Red", "red.", "RED"]  # one answer: coverage 1/4, TV 0.75
     tuned = ["red", "green", "blue", "purple"]  # 3 valid of 4; f = 1/3 on r, g, b
-    row = diversity_record(diversity_group(), base, tuned, exact)
+    row = diversity_record(diversity_group(), base, tuned, exact, 4, SEMANTICS)
     assert list(row) == DIVERSITY_COLUMNS
-    assert row["n_samples"] == 4
+    assert row["n_samples"] == 4 and row["n_valid_answers"] == 4
     assert row["base_validity"] == pytest.approx(0.75)  # "red." is not an exact answer
     assert row["base_coverage"] == pytest.approx(0.25)
-    assert row["base_distinct_answers"] == 1
+    assert row["base_unique_at_n"] == 1
     assert row["base_tv_to_uniform"] == pytest.approx(0.75)
+    assert row["base_kl_to_uniform"] == pytest.approx(math.log(4))  # point mass on "red"
     assert row["base_distinct_1"] == pytest.approx(1 / 4)
     assert row["base_distinct_2"] == 0.0
+    # all base texts embed to x: one cluster, SE 0, Vendi 1
+    assert row["base_n_clusters"] == 1 and row["base_semantic_entropy"] == 0.0
+    assert row["base_vendi"] == pytest.approx(1.0)
     assert row["tuned_validity"] == pytest.approx(0.75)
     assert row["tuned_coverage"] == pytest.approx(0.75)
-    assert row["tuned_distinct_answers"] == 3
+    assert row["tuned_unique_at_n"] == 3
     # 1/2 (3 * |1/3 - 1/4| + |0 - 1/4|) = 1/4
     assert row["tuned_tv_to_uniform"] == pytest.approx(0.25)
+    # KL(f || U) = 3 * 1/3 * ln(4/3)
+    assert row["tuned_kl_to_uniform"] == pytest.approx(math.log(4 / 3))
     assert row["tuned_distinct_1"] == 1.0
+    # tuned embeds to x, y, z, z: clusters {1, 1, 2}: SE = -(2 * 1/4 ln 1/4 + 1/2 ln 1/2)
+    assert row["tuned_n_clusters"] == 3
+    assert row["tuned_semantic_entropy"] == pytest.approx(1.5 * LN2)
+    assert json.loads(row["tuned_answer_counts"]) == {"red": 1, "green": 1, "blue": 1}
+    assert json.loads(row["base_answer_counts"]) == {"red": 3}
 
 
 def test_diversity_record_needs_paired_samples():
     with pytest.raises(ValueError, match="d1"):
-        diversity_record(diversity_group(), ["red"], ["red", "blue"], exact)
+        diversity_record(diversity_group(), ["red", "blue"], ["red", "blue", "green"], exact, 4, SEMANTICS)
     with pytest.raises(ValueError, match="d1"):
-        diversity_record(diversity_group(), [], [], exact)
+        diversity_record(diversity_group(), ["red"], ["red"], exact, 4, SEMANTICS)

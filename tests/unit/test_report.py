@@ -8,19 +8,17 @@ import math
 import pandas as pd
 import pytest
 
-from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, summarize
+from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
+from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, summarize
 from components.evaluation.report import render_markdown, write_report
 
 CONSISTENCY_KEYS = {
     "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
     "p_value", "p_value_wilcoxon", "significant", "base_helpfulness", "tuned_helpfulness",
-    "base_mean_words", "tuned_mean_words",
+    "base_mean_words", "tuned_mean_words", "base_semantic_agreement", "tuned_semantic_agreement",
+    "base_cross_variant_cosine", "tuned_cross_variant_cosine", "base_empty_rate", "tuned_empty_rate",
 }  # fmt: skip
-DIVERSITY_KEYS = {
-    "n_tasks", "base_distinct_1", "tuned_distinct_1", "base_distinct_2", "tuned_distinct_2",
-    "base_validity", "tuned_validity", "base_coverage", "tuned_coverage", "base_tv_to_uniform",
-    "tuned_tv_to_uniform",
-}  # fmt: skip
+DIVERSITY_KEYS = {"n_tasks", *(f"{m}_{name}" for name in DIVERSITY_METRICS for m in ("base", "tuned"))}
 
 
 def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) -> pd.DataFrame:
@@ -30,32 +28,39 @@ def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) ->
             {
                 "group_id": f"g{i}", "domain": "job", "n_variants": 2,
                 "base_gap": base, "tuned_gap": tuned,
+                "base_semantic_agreement": 0.5, "tuned_semantic_agreement": 0.5 + 0.1 * i,
+                "base_cross_variant_cosine": 0.4, "tuned_cross_variant_cosine": 0.6,
                 "base_helpfulness": 0.6, "tuned_helpfulness": 0.5 + 0.1 * i,
                 "base_words": 20.0, "tuned_words": 10.0 * (i + 1),
+                "base_empty_rate": 0.0, "tuned_empty_rate": 0.25 * i,
                 "base_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + base}),
                 "tuned_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + tuned}),
+                "base_axis_entropy": json.dumps({"gender=woman": 1.0, "gender=man": 1.0 + base}),
+                "tuned_axis_entropy": json.dumps({"gender=woman": 1.0, "gender=man": 1.0 + tuned}),
             }  # fmt: skip
         )
     return pd.DataFrame(rows, columns=CONSISTENCY_COLUMNS)
 
 
 def diversity_frame() -> pd.DataFrame:
-    rows = [
-        {"group_id": "d0", "domain": "colors", "n_samples": 4,
-         "base_distinct_1": 0.25, "tuned_distinct_1": 1.0,
-         "base_distinct_2": 0.0, "tuned_distinct_2": 0.0,
-         "base_validity": 1.0, "tuned_validity": 0.75,
-         "base_coverage": 0.25, "tuned_coverage": 0.75,
-         "base_distinct_answers": 1, "tuned_distinct_answers": 3,
-         "base_tv_to_uniform": 0.75, "tuned_tv_to_uniform": 0.25},
-        {"group_id": "d1", "domain": "colors", "n_samples": 4,
-         "base_distinct_1": 0.75, "tuned_distinct_1": 1.0,
-         "base_distinct_2": 0.5, "tuned_distinct_2": 0.5,
-         "base_validity": 0.5, "tuned_validity": 1.0,
-         "base_coverage": 0.5, "tuned_coverage": 1.0,
-         "base_distinct_answers": 2, "tuned_distinct_answers": 4,
-         "base_tv_to_uniform": 0.25, "tuned_tv_to_uniform": 0.0},
-    ]  # fmt: skip
+    values = {
+        "distinct_1": ((0.25, 1.0), (0.75, 1.0)), "distinct_2": ((0.0, 0.0), (0.5, 0.5)),
+        "self_bleu": ((1.0, 0.2), (0.5, 0.1)), "vendi": ((1.0, 3.0), (2.0, 3.5)),
+        "semantic_entropy": ((0.0, 1.0), (0.7, 1.3)), "n_clusters": ((1, 3), (2, 4)),
+        "validity": ((1.0, 0.75), (0.5, 1.0)), "coverage": ((0.25, 0.75), (0.5, 1.0)),
+        "unique_at_n": ((1, 3), (2, 4)), "tv_to_uniform": ((0.75, 0.25), (0.25, 0.0)),
+        "kl_to_uniform": ((1.386, 0.288), (0.693, 0.0)), "js_to_uniform": ((0.6, 0.2), (0.3, 0.0)),
+        "helpfulness": ((0.1, 0.2), (0.3, 0.3)), "words": ((1.0, 1.0), (2.0, 1.5)),
+        "empty_rate": ((0.0, 0.0), (0.0, 0.25)),
+    }  # fmt: skip
+    rows = []
+    for i in range(2):
+        row = {"group_id": f"d{i}", "domain": "colors", "n_samples": 4, "n_valid_answers": 4}
+        for name, pairs in values.items():
+            row[f"base_{name}"], row[f"tuned_{name}"] = pairs[i]
+        row["base_answer_counts"] = json.dumps({"red": 4} if i == 0 else {"red": 1, "blue": 1})
+        row["tuned_answer_counts"] = json.dumps({"red": 1, "green": 1, "blue": 1} if i == 0 else {"red": 1, "blue": 1, "green": 1, "yellow": 1})
+        rows.append(row)
     return pd.DataFrame(rows, columns=DIVERSITY_COLUMNS)
 
 
@@ -130,10 +135,17 @@ def test_missing_columns_are_named():
 # --- report files ---------------------------------------------------------------------------------
 
 
+def comparisons_of(consistency, diversity):
+    return compare_all(consistency, diversity, alpha=0.01, n_resamples=200, confidence=0.9, seed=0)
+
+
 def test_write_report_files(tmp_path):
     consistency, diversity = consistency_frame(), diversity_frame()
     metrics = summarize(consistency, diversity, alpha=0.01)
-    files = write_report(tmp_path / "report", consistency, diversity, metrics)
+    metrics["engine"] = {"requested": "vllm", "used": "vllm", "fallback": False, "fallback_reason": ""}
+    comparisons = comparisons_of(consistency, diversity)
+    generation = {"base": {"sequences": 6, "tokens": 60, "seconds": 1.5, "tokens_per_s": 40.0}}
+    files = write_report(tmp_path / "report", consistency, diversity, metrics, comparisons, {"alpha": 0.01}, generation)
 
     assert all(path.is_file() for path in files.paths())
     assert sorted(p.name for p in (tmp_path / "report").iterdir()) == sorted(
@@ -157,6 +169,39 @@ def test_write_report_files(tmp_path):
     assert "| metric | base | tuned | change |" in summary
     assert "consistency groups: 3" in summary
     assert f"p = {metrics['consistency']['p_value']:.3g}" in summary
+    assert "Generation engine: `vllm`." in summary and "FALLBACK" not in summary
+    assert "| base_vs_tuned | consistency.gap | - | base → tuned | 3 |" in summary
+
+    statistics = json.loads(files.statistics.read_text())
+    assert statistics["settings"] == {"alpha": 0.01} and statistics["generation"] == generation
+    assert len(statistics["base_vs_tuned"]) + len(statistics["variants"]) == len(comparisons)
+    table = pd.read_csv(files.comparisons)
+    assert list(table.columns) == COMPARISON_COLUMNS and len(table) == len(comparisons)
+    frequencies = pd.read_csv(files.answer_frequency_csv)
+    d0_tuned = frequencies[(frequencies.group_id == "d0") & (frequencies.model == "tuned")]
+    assert dict(zip(d0_tuned.answer, d0_tuned["count"])) == {"red": 1, "green": 1, "blue": 1}
+    for png in files.plots():
+        assert png.read_bytes().startswith(b"\x89PNG")
+
+    # one self-contained page: every plot inlined, no external resource
+    page = files.html.read_text()
+    assert page.count("data:image/png;base64,") == len(files.plots())
+    assert "src=\"http" not in page and "href=" not in page
+    assert "consistency.gap" in page and "g1" in page
+
+
+def test_fallback_is_loud_in_summary_and_html(tmp_path):
+    consistency, diversity = consistency_frame(), diversity_frame()
+    metrics = summarize(consistency, diversity, alpha=0.01)
+    reason = "vllm engine could not start: <boom> & co"
+    metrics["engine"] = {"requested": "vllm", "used": "transformers", "fallback": True, "fallback_reason": reason}
+    files = write_report(tmp_path, consistency, diversity, metrics, comparisons_of(consistency, diversity))
+    summary = files.summary.read_text()
+    assert "> **WARNING: FALLBACK ENGINE.** Requested `vllm`, evaluated with `transformers`" in summary
+    assert reason in summary
+    page = files.html.read_text()
+    assert '<p class="warning">WARNING: FALLBACK ENGINE.' in page
+    assert "&lt;boom&gt; &amp; co" in page and "<boom>" not in page  # data is escaped
 
 
 def test_write_report_with_empty_diversity_and_nulls(tmp_path):

@@ -77,3 +77,54 @@ def test_rejects_unequal_lengths_and_non_finite_values():
         paired_test([0.1, 0.2], [0.1])
     with pytest.raises(ValueError, match="finite"):
         paired_test([0.1, float("nan")], [0.1, 0.2])
+
+
+# --- bootstrap intervals, Benjamini–Hochberg, comparisons ----------------------------------------
+
+from components.evaluation.statistics import adjust, benjamini_hochberg, bootstrap_ci, compare  # noqa: E402
+
+
+def test_bootstrap_ci_by_hand_for_two_pairs():
+    # differences (0, 1): resampled means are 0, ½, 1 with probabilities ¼, ½, ¼, so the 2.5 % and
+    # 97.5 % quantiles of 2000 resamples are 0 and 1
+    assert bootstrap_ci([0.0, 0.0], [0.0, 1.0], 2000, 0.95, seed=1) == pytest.approx((0.0, 1.0))
+    # 50 % interval: the 25 % and 75 % quantiles of {0, ½, 1} w.p. ¼, ½, ¼ sit at ½ (or on the edge)
+    low, high = bootstrap_ci([0.0, 0.0], [0.0, 1.0], 4000, 0.5, seed=1)
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+
+
+def test_bootstrap_ci_degenerate_and_reproducible():
+    assert bootstrap_ci([1.0, 2.0, 3.0], [1.5, 2.5, 3.5], 1000, 0.95, seed=0) == (0.5, 0.5)
+    assert bootstrap_ci([1.0], [2.0], 1000, 0.95, seed=0) is None
+    a, b = [0.5, 0.7, 0.4, 0.9, 0.2], [0.3, 0.4, 0.35, 0.6, 0.3]
+    first = bootstrap_ci(a, b, 1000, 0.95, seed=7)
+    assert first == bootstrap_ci(a, b, 1000, 0.95, seed=7)
+    mean = sum(y - x for x, y in zip(a, b)) / len(a)
+    assert first[0] < mean < first[1]
+    assert min(y - x for x, y in zip(a, b)) <= first[0] and first[1] <= max(y - x for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_ci([1.0, 2.0], [1.0], 1000, 0.95, seed=0)
+
+
+def test_benjamini_hochberg_by_hand():
+    # sorted p: 0.01, 0.03, 0.04, 0.5 (m = 4) -> p·m/rank: 0.04, 0.06, 0.0533, 0.5; then the running
+    # minimum from the largest rank down: 0.04, 0.0533, 0.0533, 0.5
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.5])
+    assert q == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.5])
+    # undefined p-values stay undefined and do not count in m (m = 2 here)
+    assert benjamini_hochberg([0.01, None, 0.02]) == pytest.approx([0.02, None, 0.02])
+    assert benjamini_hochberg([]) == []
+
+
+def test_compare_and_adjust():
+    a, b = [0.5, 0.7, 0.4], [0.3, 0.4, 0.35]
+    c = compare("base_vs_tuned", "consistency.gap", a, b, labels=("base", "tuned"), n_resamples=500, confidence=0.9, seed=0)
+    assert c.delta == pytest.approx(-(0.2 + 0.3 + 0.05) / 3)  # tuned − base
+    assert c.mean_a == pytest.approx(1.6 / 3) and c.mean_b == pytest.approx(1.05 / 3)
+    assert c.ci_low <= c.delta <= c.ci_high
+    assert c.p_t == pytest.approx(paired_test(a, b).p_value)
+    flat = compare("base_vs_tuned", "x", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], labels=("base", "tuned"), n_resamples=500, confidence=0.9, seed=0)
+    adjusted = adjust([c, flat], alpha=0.2)
+    assert adjusted[0].q_bh == pytest.approx(c.p_t)  # m = 1: the flat metric has no p-value
+    assert adjusted[0].significant is (c.p_t < 0.2)
+    assert adjusted[1].q_bh is None and adjusted[1].significant is False

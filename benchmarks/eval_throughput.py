@@ -1,0 +1,174 @@
+"""Evaluation throughput: vLLM vs transformers on the same evaluation set, and metric computation time.
+
+    .venv/bin/python benchmarks/eval_throughput.py                  # >= 500 sequences, both engines
+    .venv/bin/python benchmarks/eval_throughput.py --sequences 96   # quicker look
+
+Part 1 sends the same chat-templated prompts (groupwise's consistency and diversity prompts built
+from data/templates, n samples each, same SamplingConfig and seed) through the vLLM engine and the
+transformers engine in one run and prints output tokens/s of each and their ratio (target >= 3x on
+a 2-core CPU). vLLM's start-up is timed apart. With --adapter, vLLM also generates through the
+LoRA adapter (the tuned pass of an evaluation).
+
+Part 2 times the metric computation of an evaluation of --groups groups x 8 samples per model
+(half consistency groups of 2 variants x 4 samples, half diversity tasks of 8 samples), base and
+tuned: embeddings (all-MiniLM-L6-v2), per-group records, summary and all paired tests with
+bootstrap CIs (target < 60 s). Texts are word shuffles of the generated samples, so every text
+is distinct (no embedding cache hit) and has a realistic length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def eval_prompts(sequences: int, n: int) -> list[str]:
+    from components.config import load_params
+    from components.data import build_groups
+
+    params = load_params(ROOT / "params.yaml")
+    groups = build_groups(params.paths.templates, params.data, params.seed)
+    consistency = [m.text for g in groups if g.task == "consistency" for m in g.members]
+    diversity = [m.text for g in groups if g.task == "diversity" for m in g.members]
+    pool = [p for pair in zip(consistency, diversity * (len(consistency) // max(1, len(diversity)) + 1)) for p in pair]
+    needed = -(-sequences // n)
+    if needed > len(pool):
+        raise SystemExit(f"only {len(pool)} distinct prompts; ask for at most {len(pool) * n} sequences")
+    return pool[:needed]
+
+
+def run_engine(engine, prompts, cfg, adapter=None) -> dict:
+    started = time.perf_counter()
+    out = engine.generate(prompts, cfg, adapter)
+    seconds = time.perf_counter() - started
+    tokens = sum(len(s.completion_ids) for row in out for s in row)
+    return {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "texts": [s.text for row in out for s in row]}
+
+
+def generation_benchmark(args) -> list[str]:
+    from components.config import ModelConfig, VllmConfig
+    from components.generation.sampling import SamplingConfig
+    from components.generation.transformers_engine import TransformersGenerationEngine
+    from components.generation.vllm_engine import VllmEngine
+    from components.models.provision import prepare_base_model
+
+    prepare_base_model(ModelConfig(), args.model_dir, seed=1234)  # reused when already provisioned
+    prompts = eval_prompts(args.sequences, args.n)
+    cfg = SamplingConfig(n=args.n, max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=1234)
+    print(f"evaluation set: {len(prompts)} prompts x n={args.n} = {len(prompts) * args.n} sequences, "
+          f"<= {args.max_new_tokens} new tokens, torch threads {os.environ.get('OMP_NUM_THREADS', 'default')}")
+
+    started = time.perf_counter()
+    vllm = VllmEngine(args.model_dir, VllmConfig(kv_cache_gb=args.kv_cache_gb, max_model_len=1024, max_num_seqs=256), seed=1234)
+    start_s = time.perf_counter() - started
+    rows = []
+    try:
+        vllm_base = run_engine(vllm, prompts, cfg)
+        rows.append(("vllm (base)", vllm_base))
+        if args.adapter:
+            rows.append(("vllm (LoRA adapter)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
+    finally:
+        vllm.close()
+    hf = TransformersGenerationEngine(args.model_dir, batch_size=args.hf_batch_size)
+    hf_base = run_engine(hf, prompts, cfg)
+    rows.append((f"transformers (batch {args.hf_batch_size})", hf_base))
+    hf.close()
+
+    print(f"\nvLLM start-up (enforce_eager, LoRA enabled): {start_s:.1f} s")
+    print(f"{'engine':<28}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
+    for name, r in rows:
+        print(f"{name:<28}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
+    ratio = vllm_base["tok_s"] / hf_base["tok_s"]
+    print(f"vLLM / transformers tokens/s (base model): {ratio:.2f}x (target >= 3x)")
+    with_startup = vllm_base["tokens"] / (vllm_base["seconds"] + start_s)
+    print(f"vLLM incl. its start-up: {with_startup:.1f} tok/s = {with_startup / hf_base['tok_s']:.2f}x")
+    return vllm_base["texts"] + hf_base["texts"]
+
+
+def metrics_benchmark(n_groups: int, pool: list[str]) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from components.data.normalizers import get_normalizer
+    from components.data.schema import Member, PromptGroup
+    from components.embeddings import load_embedder
+    from components.evaluation.comparisons import compare_all
+    from components.evaluation.records import Semantics, consistency_record, diversity_record, summarize
+    from components.evaluation.run import EmbeddingCache
+
+    rng = np.random.default_rng(0)
+    pool = [t for t in pool if t.split()] or ["an answer of a few words"]
+
+    def text() -> str:
+        words = pool[rng.integers(len(pool))].split()
+        return " ".join(rng.permutation(words)) + f" {rng.integers(10**9)}"
+
+    half = n_groups // 2
+    colors = ["red", "green", "blue", "yellow", "orange", "purple"]
+    consistency = [
+        PromptGroup(
+            group_id=f"c{i}", domain="bench", task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},
+            members=[Member(variant_id="w", attributes={"gender": "woman"}, text="q"), Member(variant_id="m", attributes={"gender": "man"}, text="q")],
+        )  # fmt: skip
+        for i in range(half)
+    ]
+    diversity = [
+        PromptGroup(
+            group_id=f"d{i}", domain="bench", task="diversity", split="heldout", members=[Member(variant_id="p", text="q")],
+            valid_answers=colors, answer_normalizer="casefold_match",
+        )  # fmt: skip
+        for i in range(n_groups - half)
+    ]
+    samples = {
+        model: {
+            "c": [{"w": [text() for _ in range(4)], "m": [text() for _ in range(4)]} for _ in consistency],
+            "d": [[str(rng.choice(colors)) + " " + text() for _ in range(8)] for _ in diversity],
+        }
+        for model in ("base", "tuned")
+    }
+    texts = [t for m in samples.values() for g in m["c"] for v in g.values() for t in v]
+    texts += [t for m in samples.values() for g in m["d"] for t in g]
+    load_embedder()  # model load is a one-off per process, not part of the per-evaluation cost
+
+    t0 = time.perf_counter()
+    semantics = Semantics(EmbeddingCache(texts), 0.85)
+    t1 = time.perf_counter()
+    normalize = get_normalizer("casefold_match")
+    rows_c = [consistency_record(g, samples["base"]["c"][i], samples["tuned"]["c"][i], 32, semantics) for i, g in enumerate(consistency)]
+    rows_d = [diversity_record(g, samples["base"]["d"][i], samples["tuned"]["d"][i], normalize, 32, semantics) for i, g in enumerate(diversity)]
+    t2 = time.perf_counter()
+    frame_c, frame_d = pd.DataFrame(rows_c), pd.DataFrame(rows_d)
+    summarize(frame_c, frame_d, 0.01)
+    comparisons = compare_all(frame_c, frame_d, alpha=0.01, n_resamples=2000, confidence=0.95, seed=0)
+    t3 = time.perf_counter()
+    print(f"\nmetric computation: {n_groups} groups x 8 samples per model, base and tuned ({len(texts)} distinct texts)")
+    print(f"  embeddings (all-MiniLM-L6-v2):        {t1 - t0:7.1f} s")
+    print(f"  per-group records (all metrics):      {t2 - t1:7.1f} s")
+    print(f"  summary + {len(comparisons)} paired tests, 2000 bootstraps: {t3 - t2:5.1f} s")
+    print(f"  total:                                {t3 - t0:7.1f} s (target < 60 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sequences", type=int, default=504, help="at least this many sequences (prompts x n)")
+    parser.add_argument("--n", type=int, default=6, help="samples per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--hf-batch-size", type=int, default=48, help="sequences per HF generate call (eval.batch_size)")
+    parser.add_argument("--kv-cache-gb", type=int, default=2)
+    parser.add_argument("--model-dir", type=Path, default=ROOT / "data/models/base")
+    parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well")
+    parser.add_argument("--groups", type=int, default=1000, help="groups for the metric timing")
+    parser.add_argument("--skip-generation", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    pool = [] if args.skip_generation else generation_benchmark(args)
+    metrics_benchmark(args.groups, pool or ["a short answer about saving money every month", "name a colour red"])
+
+
+if __name__ == "__main__":  # vLLM spawns its engine core: the guard is required
+    main()

@@ -1,0 +1,117 @@
+"""The transformers engine: `sampling.TransformersEngine` (HF generate) behind the engine interface.
+
+Sampling is the one training rollouts use (same chat template, same seeding). Per-token
+log-probabilities are scored afterwards with one forward pass per batch,
+
+    log p_t = z_t[o_t] / τ − logsumexp(z_t / τ)      (z_t: logits at completion position t, τ: temperature)
+
+i.e. the log-probability under the temperature-scaled distribution the tokens were drawn from (the
+same quantity vLLM returns with `logprobs_mode="processed_logprobs"` when top_p = 1).
+A LoRA adapter is put on the loaded base model with peft; the base model is evaluated with the
+adapter disabled, so one engine serves base and tuned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from components.config import EvalConfig
+from components.generation.engines import EngineStartError, Sample, register_engine, validate_samples
+from components.generation.sampling import Completion, SamplingConfig, TransformersEngine
+
+
+@torch.no_grad()
+def score_completions(model, completions: Sequence[Completion], pad_id: int, temperature: float) -> list[tuple[float, ...]]:
+    """log p of every completion token under `model` at `temperature` (prompts left-, completions right-padded)."""
+    if not completions:
+        return []
+    p_width = max(len(c.prompt_ids) for c in completions)
+    c_width = max(1, max(len(c.completion_ids) for c in completions))
+    b = len(completions)
+    ids = torch.full((b, p_width + c_width), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, p_width + c_width), dtype=torch.long)
+    for i, c in enumerate(completions):
+        start = p_width - len(c.prompt_ids)
+        ids[i, start:p_width] = torch.tensor(c.prompt_ids, dtype=torch.long)
+        mask[i, start:p_width] = 1
+        if c.completion_ids:
+            ids[i, p_width : p_width + len(c.completion_ids)] = torch.tensor(c.completion_ids, dtype=torch.long)
+            mask[i, p_width : p_width + len(c.completion_ids)] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    device = model.device
+    logits = model(
+        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+        logits_to_keep=c_width + 1,
+    ).logits[:, :-1].float() / temperature  # fmt: skip
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, p_width:].to(device).unsqueeze(-1)).squeeze(-1)
+    return [tuple(float(x) for x in logp[i, : len(c.completion_ids)].tolist()) for i, c in enumerate(completions)]
+
+
+class TransformersGenerationEngine:
+    """HF generate on the base model, optionally with a peft LoRA adapter."""
+
+    name = "transformers"
+
+    def __init__(self, model_dir: Path, batch_size: int, dtype: str = "float32", show_progress: bool = False):
+        from components.models.provision import ModelProvisionError, load_base_model
+
+        try:
+            self._model, self._tokenizer = load_base_model(Path(model_dir), dtype)
+        except (ModelProvisionError, OSError, ValueError) as exc:
+            raise EngineStartError(f"transformers engine could not load {model_dir}: {exc}") from exc
+        self._batch_size = batch_size
+        self._show_progress = show_progress
+        self._adapter: Path | None = None
+        self._peft = None
+
+    def _model_for(self, adapter: Path | None):
+        from components.models.lora import load_adapter
+
+        if adapter is None:
+            return self._model if self._peft is None else None
+        adapter = Path(adapter).resolve()
+        if self._peft is not None and adapter != self._adapter:
+            raise ValueError(f"transformers engine already holds adapter {self._adapter}; open a new engine for {adapter}")
+        if self._peft is None:
+            self._peft = load_adapter(self._model, adapter)
+            self._adapter = adapter
+        return self._peft
+
+    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
+        model = self._model_for(adapter)
+        if model is None:  # base model requested after an adapter was attached: disable it
+            with self._peft.disable_adapter():
+                return self._generate(self._peft, prompts, cfg)
+        return self._generate(model, prompts, cfg)
+
+    def _generate(self, model, prompts: Sequence[str], cfg: SamplingConfig) -> list[list[Sample]]:
+        engine = TransformersEngine(model, self._tokenizer, self._batch_size, self._show_progress)
+        outputs = engine.generate(list(prompts), cfg, "generate")
+        flat = [c for per_prompt in outputs for c in per_prompt]
+        logprobs: list[tuple[float, ...]] = []
+        for start in range(0, len(flat), self._batch_size):
+            logprobs += score_completions(model, flat[start : start + self._batch_size], self._tokenizer.pad_token_id, cfg.temperature)
+        eos = self._tokenizer.eos_token_id
+        samples, cursor = [], 0
+        for per_prompt in outputs:
+            row = []
+            for c in per_prompt:
+                ids, lps = c.completion_ids, logprobs[cursor]
+                cursor += 1
+                if ids and ids[-1] == eos:  # vLLM reports the stop token neither: same convention
+                    ids, lps = ids[:-1], lps[:-1]
+                row.append(Sample(c.prompt_index, c.prompt_ids, tuple(ids), lps, c.text, c.truncated))
+            samples.append(row)
+        validate_samples(samples, len(prompts), cfg.n, self.name)
+        return samples
+
+    def close(self) -> None:
+        self._model = self._peft = None
+
+
+@register_engine("transformers")
+def _transformers(model_dir: Path, cfg: EvalConfig, dtype: str, seed: int) -> TransformersGenerationEngine:
+    return TransformersGenerationEngine(model_dir, cfg.batch_size, dtype)

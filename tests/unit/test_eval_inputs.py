@@ -1,0 +1,157 @@
+"""Bad evaluation input fails with a clear cause; the transformers engine on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from components.config import EvalConfig, LoraConfig, Params, ParamsError, load_params
+from components.data.schema import Member, PromptGroup
+from components.evaluation.run import EvaluationInputError, check_checkpoint, select_heldout
+from components.generation.engines import EngineChoice, open_engine
+from components.generation.sampling import SamplingConfig
+from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
+from tests.conftest import ROOT
+
+
+def group(gid: str, task: str = "consistency", split: str = "heldout", members: int = 2, **kw) -> PromptGroup:
+    return PromptGroup(
+        group_id=gid, domain="job", task=task, split=split,
+        members=[Member(variant_id=f"v{i}", text=f"Prompt {i} of {gid}?") for i in range(members)], **kw,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, tiny_model_dir):
+    """A real groupwise checkpoint of the tiny model: LoRA with random non-zero B, state naming the base."""
+    from components.grpo.checkpoint import save_checkpoint
+    from components.models.lora import attach_lora
+    from components.models.provision import load_base_model, read_provenance
+
+    model, _ = load_base_model(tiny_model_dir)
+    model = attach_lora(model, LoraConfig(r=4, alpha=8))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    provenance = read_provenance(tiny_model_dir)
+    out = tmp_path_factory.mktemp("ckpt") / "latest"
+    save_checkpoint(out, model, {"base_model_sha256": provenance.weights_sha256, "base_model_source": "tiny"}, [])
+    return out
+
+
+# --- evaluation set -------------------------------------------------------------------------------
+
+
+def test_empty_evaluation_set_is_named():
+    params = Params()
+    with pytest.raises(EvaluationInputError, match=r"empty evaluation set: no held-out consistency groups among 1 groups \(0 held out\)"):
+        select_heldout([group("g0", split="train")], params)
+
+
+def test_invalid_groups_in_the_evaluation_set_are_named():
+    params = Params()
+    with pytest.raises(EvaluationInputError, match=r"group 'solo': a consistency group needs at least 2 variants"):
+        select_heldout([group("solo", members=1)], params)
+    no_valid = group("colors", task="diversity", members=1)
+    with pytest.raises(EvaluationInputError, match=r"group 'colors': diversity task without valid_answers"):
+        select_heldout([group("g0"), no_valid], params)
+    bad_normalizer = group("colors", task="diversity", members=1, valid_answers=["red"], answer_normalizer="nope")
+    with pytest.raises(EvaluationInputError, match=r"group 'colors'.*nope"):
+        select_heldout([group("g0"), bad_normalizer], params)
+
+
+# --- checkpoint -----------------------------------------------------------------------------------
+
+
+def test_missing_and_incomplete_checkpoints_are_named(tmp_path, tiny_model_dir, checkpoint):
+    with pytest.raises(EvaluationInputError, match=r"missing checkpoint .*groupwise train"):
+        check_checkpoint(tmp_path / "nope", tiny_model_dir)
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    (broken / "adapter" / "adapter_model.safetensors").unlink()
+    with pytest.raises(EvaluationInputError, match=r"incomplete checkpoint \(no adapter/adapter_model.safetensors\)"):
+        check_checkpoint(broken, tiny_model_dir)
+    no_state = tmp_path / "no_state"
+    shutil.copytree(checkpoint, no_state)
+    (no_state / "train_state.json").unlink()
+    with pytest.raises(EvaluationInputError, match=r"unreadable train_state.json"):
+        check_checkpoint(no_state, tiny_model_dir)
+    with pytest.raises(EvaluationInputError, match="not a provisioned base model"):
+        check_checkpoint(checkpoint, tmp_path)
+    assert check_checkpoint(checkpoint, tiny_model_dir) == checkpoint / "adapter"
+
+
+def test_adapter_for_another_base_model_is_refused(tmp_path, tiny_model_dir, checkpoint):
+    other = tmp_path / "other"
+    shutil.copytree(checkpoint, other)
+    state = json.loads((other / "train_state.json").read_text())
+    state.update(base_model_sha256="0" * 64, base_model_source="gguf")
+    (other / "train_state.json").write_text(json.dumps(state))
+    with pytest.raises(EvaluationInputError, match=r"trained on another base model \(gguf, weights sha256 0000"):
+        check_checkpoint(other, tiny_model_dir)
+
+
+# --- params ---------------------------------------------------------------------------------------
+
+
+def test_eval_params_default_to_vllm_without_fallback(tmp_path):
+    params = load_params(ROOT / "params.yaml")
+    assert params.eval.engine == "vllm" and params.eval.allow_fallback is False
+    assert load_params(ROOT / "params.yaml", "tiny").eval.engine == "transformers"  # declared, not a fallback
+    bad = tmp_path / "params.yaml"
+    bad.write_text("eval: {engine: tgi}\n")
+    with pytest.raises(ParamsError, match=r"eval\.engine"):
+        load_params(bad)
+    bad.write_text("eval: {samples_per_prompt: 1}\n")
+    with pytest.raises(ParamsError, match=r"eval\.samples_per_prompt"):
+        load_params(bad)
+
+
+def test_unknown_engine_name_lists_the_known_ones(tiny_model_dir):
+    with pytest.raises(ValueError, match=r"unknown engine 'tgi'; known: \['transformers', 'vllm'\]"):
+        open_engine("tgi", tiny_model_dir, EvalConfig(), "float32", 0)
+
+
+def test_engine_choice_records_a_fallback():
+    assert EngineChoice("vllm", "vllm").to_dict() == {"requested": "vllm", "used": "vllm", "fallback": False, "fallback_reason": ""}
+    fell = EngineChoice("vllm", "transformers", "boom")
+    assert fell.fell_back and fell.to_dict()["fallback_reason"] == "boom"
+
+
+# --- transformers engine (tiny model) -------------------------------------------------------------
+
+
+def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkpoint):
+    engine, choice = open_engine("transformers", tiny_model_dir, EvalConfig(engine="transformers", batch_size=8), "float32", 0)
+    assert choice == EngineChoice("transformers", "transformers")
+    cfg = SamplingConfig(n=3, max_new_tokens=6, temperature=1.0, top_p=1.0, seed=5)
+    prompts = ["What should I invest in?", "Name a colour."]
+    base = engine.generate(prompts, cfg)
+    assert [len(row) for row in base] == [3, 3]
+    eos = engine._tokenizer.eos_token_id
+    for row in base:
+        for s in row:
+            assert len(s.logprobs) == len(s.completion_ids) <= 6 and eos not in s.completion_ids
+            assert all(lp <= 1e-6 for lp in s.logprobs)
+    # the returned log-probs are the model's: rescoring the same tokens gives the same numbers
+    flat = [s for row in base for s in row if s.completion_ids]
+    rescored = score_completions(engine._model, flat, engine._tokenizer.pad_token_id, 1.0)
+    assert [pytest.approx(x, abs=1e-4) for x in rescored] == [list(s.logprobs) for s in flat]
+    texts = lambda out: [[s.text for s in row] for row in out]  # noqa: E731
+    assert texts(engine.generate(prompts, cfg)) == texts(base)  # seeded
+    tuned = engine.generate(prompts, cfg, checkpoint / "adapter")
+    assert [[s.completion_ids for s in row] for row in tuned] != [[s.completion_ids for s in row] for row in base]
+    assert texts(engine.generate(prompts, cfg)) == texts(base)  # adapter disabled for the base model again
+    engine.close()
+
+
+def test_transformers_engine_reports_an_unloadable_model(tmp_path):
+    from components.generation.engines import EngineStartError
+
+    with pytest.raises(EngineStartError, match="transformers engine could not load"):
+        TransformersGenerationEngine(tmp_path, batch_size=4)
