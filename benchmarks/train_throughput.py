@@ -124,6 +124,8 @@ def run_trl(args) -> dict:
             epsilon_high=cfg.epsilon_high,
             loss_type=args.loss_type,
             scale_rewards="group",
+            use_bias_correction_kl=False,  # groupwise's default k3 (train.kl_ratio_correction: false)
+            lr_scheduler_type="constant",  # groupwise's default schedule
             max_grad_norm=cfg.max_grad_norm,
             shuffle_dataset=False,
             logging_steps=1,

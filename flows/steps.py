@@ -200,6 +200,33 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     return StepResult("evaluate", run_id, outputs, metrics, summary)
 
 
+def dvc_md5(folder: Path) -> str:
+    """DVC's own hash of a folder (`<md5>.dir`, as in dvc.lock), or 'unknown' when it is missing."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs import LocalFileSystem
+
+    if not Path(folder).is_dir():
+        return "unknown"
+    fs = LocalFileSystem()
+    with tempfile.TemporaryDirectory() as tmp:
+        _, _, obj = build(HashFileDB(fs, tmp), str(folder), fs, "md5")
+    return obj.hash_info.value
+
+
+def write_gate_table(decision, folder: Path) -> list[Path]:
+    """The gate verdicts as gates.csv and gates.md (one row per gate), written atomically."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("gates.csv", pd.DataFrame(decision.rows()).to_csv(index=False)), ("gates.md", decision.markdown())):
+        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as fh:
+            fh.write(text)
+        written.append(Path(fh.name).replace(folder / name))
+    return written
+
+
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
     move the alias, else register nothing. Idempotent: the same adapter and metrics give the same

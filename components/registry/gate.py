@@ -6,11 +6,12 @@ then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` o
 
 - ``no_nan``: every number in metrics (recursively) is finite, and a value is null only where a
   null is legitimate (`_null_allowed`):
-    * ``consistency.t_statistic``, ``consistency.p_value``, ``consistency.p_value_wilcoxon``:
-      undefined for n < 2 or zero-variance differences (the ``significance`` gate judges a null
-      p-value);
+    * never for the consistency numbers the gates rely on (n_groups, base/tuned mean gap and
+      helpfulness);
     * ``consistency.relative_gap_reduction``: only when ``consistency.base_mean_gap == 0``;
-    * ``diversity.*``: only when ``diversity.n_tasks == 0`` (no diversity task evaluated).
+    * ``diversity.*``: only when ``diversity.n_tasks == 0`` (no diversity task evaluated);
+    * elsewhere (p-values and t for n < 2 or zero variance, other statistics): allowed; the gate
+      that needs the value judges it (``significance`` judges a null p-value).
 - ``gap_reduction``: (base_gap − tuned_gap) / base_gap >= min_relative_gap_reduction; when the
   base gap is 0 (relative reduction null) it passes only if the tuned gap is 0 too.
 - ``significance``: paired t-test p_value <= max_p_value; a null p-value passes only when the
@@ -168,14 +169,18 @@ def _leaves(obj: object, path: str = "") -> Iterator[tuple[str, object]]:
         yield path, obj
 
 
+# metrics the gates rely on: never null
+_REQUIRED = {f"consistency.{k}" for k in ("n_groups", "base_mean_gap", "tuned_mean_gap", "base_helpfulness", "tuned_helpfulness")}
+
+
 def _null_allowed(path: str, metrics: dict) -> bool:
-    if path in ("consistency.t_statistic", "consistency.p_value", "consistency.p_value_wilcoxon"):
-        return True
     if path == "consistency.relative_gap_reduction":
         return _get(metrics, "consistency", "base_mean_gap") == 0
     if path.startswith("diversity."):
         return _get(metrics, "diversity", "n_tasks") == 0
-    return False
+    # any other null (p-values for n < 2, a statistic the evaluation could not compute) is a
+    # legitimately absent value; the gate that needs it fails on its own if it is missing
+    return path not in _REQUIRED
 
 
 def no_nan(metrics: dict, gate: GateConfig) -> GateResult:

@@ -9,7 +9,8 @@ Signatures (documented for user-defined rewards):
     def g(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]
         # receives *all* rollouts of one group (every variant, every sample), returns one reward each
 
-The total reward of rollout i is  r_i = sum_f w_f * f_i  with the weights of params.reward.weights.
+The total reward of rollout i is  r_i = sum_f w_f * f_i  with the weights of params.reward.weights
+(a reward with weight 0 is not computed: profiles merge dicts, so a zero switches a reward off).
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor,
     """Total reward (N,) and each reward function's raw values (N,) for a batch of whole groups."""
     n = len(batch.rollouts)
     per_fn: dict[str, torch.Tensor] = {}
-    for name in cfg.weights:
+    active = {name: weight for name, weight in cfg.weights.items() if weight != 0}
+    if not active:
+        raise RewardError("reward.weights: every weight is 0; at least one reward must count")
+    for name in active:
         reward = get_reward(name)
         values = torch.zeros(n, dtype=torch.float64)
         for g, group in enumerate(batch.groups):
@@ -78,5 +82,5 @@ def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor,
         if not torch.isfinite(values).all():
             raise RewardError(f"reward {name!r} produced NaN/inf: {values.tolist()}")
         per_fn[name] = values
-    total = sum(cfg.weights[name] * per_fn[name] for name in cfg.weights)
+    total = sum(active[name] * per_fn[name] for name in active)
     return total.float(), per_fn

@@ -29,6 +29,7 @@ from flows import steps
 from flows.promote import promote
 params = load_params(sys.argv[1])
 go = Path(sys.argv[2])
+(go.parent / f"ready-{sys.argv[-1]}").touch()
 while not go.exists():
     time.sleep(0.005)
 if sys.argv[3] == "register":
@@ -41,13 +42,18 @@ else:
 
 def run_together(jobs: list[list[str]], go: Path, env: dict) -> list[dict]:
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, *job], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for job in jobs
+        subprocess.Popen([sys.executable, "-c", WORKER, *job, f"job{i}"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i, job in enumerate(jobs)
     ]
-    time.sleep(8)  # both have imported everything and are polling for the signal
+    ready = [go.parent / f"ready-job{i}" for i in range(len(jobs))]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready):  # both have imported everything and poll for the signal
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [p.poll() for p in procs]
+        time.sleep(0.1)
     go.touch()
     outputs = [p.communicate(timeout=300) for p in procs]
-    go.unlink()
+    for path in (go, *ready):
+        path.unlink()
     for proc, (out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import shutil
 import time
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import mlflow
@@ -44,7 +45,9 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     tracking_uri, backend = mlflow_server_url
-    project = make_project(tmp_path / "project", "tiny", {"schedule.cron": "15 4 * * *", "schedule.timezone": "Europe/Paris"})
+    paris = ZoneInfo("Europe/Paris")
+    hour = (datetime.now(paris).hour + 12) % 24  # far from now: no scheduled run starts during the test
+    project = make_project(tmp_path / "project", "tiny", {"schedule.cron": f"15 {hour} * * *", "schedule.timezone": "Europe/Paris"})
     seed_tiny_model(project, tiny_model_dir)
     env = {**os.environ, "PREFECT_API_URL": prefect_server_url, "GROUPWISE_TRACKING_URI": tracking_uri,
            "PREFECT_RUNNER_POLL_FREQUENCY": "2"}  # fmt: skip
@@ -61,7 +64,7 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
             )
             assert deployment.name == "groupwise-retrain"
             (schedule,) = deployment.schedules
-            assert schedule.schedule.cron == "15 4 * * *" and schedule.schedule.timezone == "Europe/Paris"
+            assert schedule.schedule.cron == f"15 {hour} * * *" and schedule.schedule.timezone == "Europe/Paris"
             assert deployment.parameters == {"params_path": str(project / "params.yaml"), "profile": None}
 
             scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=["SCHEDULED"])))
@@ -72,8 +75,7 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
                 ),
                 60, served, log,
             )  # fmt: skip
-            paris = ZoneInfo("Europe/Paris")
-            assert {(r.expected_start_time.astimezone(paris).hour, r.expected_start_time.minute) for r in upcoming} == {(4, 15)}
+            assert {(r.expected_start_time.astimezone(paris).hour, r.expected_start_time.minute) for r in upcoming} == {(hour, 15)}
 
             run = run_deployment(f"retrain/{deployment.name}", timeout=600, poll_interval=2)
             assert run.state.is_completed(), f"{run.state}\n{log.read_text()[-4000:]}"

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from components.config import VllmConfig, load_params
+from components.config import EvalConfig, Params, VllmConfig
 from components.data.schema import Member, PromptGroup
 from components.generation.engines import EngineStartError, open_engine
 from components.generation.sampling import SamplingConfig, chat_prompt
@@ -119,8 +119,6 @@ def test_lora_rank_above_the_engine_limit_is_refused(vllm_engine, tmp_path, chec
 
 
 def test_vllm_start_failure_names_the_cause_and_falls_back_only_when_allowed(smollm2_base_dir, tmp_path):
-    from components.config import EvalConfig
-
     # a context longer than the model supports: vLLM refuses to start (before spawning its engine)
     bad = VllmConfig(kv_cache_gb=1, max_model_len=10**6)
     with pytest.raises(EngineStartError, match=r"vLLM could not start on .*max_model_len=1000000"):
@@ -146,10 +144,8 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
     from components.registry.gate import evaluate_gates
-    from tests.conftest import ROOT
 
-    params = load_params(ROOT / "params.yaml", "smoke")
-    params = params.model_copy(update={"eval": params.eval.model_copy(update={"max_consistency_groups": 3, "max_diversity_tasks": 2, "samples_per_prompt": 2})})
+    params = Params(eval=EvalConfig(max_new_tokens=16, max_consistency_groups=3, max_diversity_tasks=2, samples_per_prompt=2))
     groups = [
         PromptGroup(
             group_id=f"g{i}", domain=domain, task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},

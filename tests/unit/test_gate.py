@@ -331,3 +331,13 @@ def test_promotion_rechecks_against_the_reigning_champion():
     assert not refused.passed
     assert [r.split(":")[0] for r in refused.reasons()] == ["champion_gap"]
     assert "champion v7" in refused.reasons()[0]
+
+
+def test_no_nan_tolerates_nulls_in_new_sections_but_not_nan():
+    metrics = good_metrics()
+    metrics["engine"] = {"used": "vllm", "fallback_reason": ""}
+    metrics["stats"] = {"ci_low": None}
+    assert result(metrics, "no_nan")[1].passed
+    metrics["stats"]["ci_high"] = float("nan")
+    decision, gate = result(metrics, "no_nan")
+    assert not gate.passed and "stats.ci_high = nan" in gate.reason

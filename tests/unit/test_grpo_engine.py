@@ -1,0 +1,193 @@
+"""The GRPO engine's knobs on the tiny model: mu > 1, gradient accumulation, bf16, NaN guards,
+embedding clustering for SEED-GRPO, user-defined group rewards and per-step observability."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from components.config import AdvantageConfig, LoraConfig, Params
+from components.data.schema import Member, PromptGroup
+from components.grpo.advantages import ADVANTAGES, grpo_advantage, register_adv_est
+from components.grpo.distributed import DistContext
+from components.grpo.rollouts import group_uncertainty
+from components.grpo.trainer import TrainingError, seed_everything, train
+from components.grpo.types import GroupBatch, Rollout
+from components.grpo.update import policy_update
+from components.models.lora import attach_lora
+from components.models.provision import load_base_model
+from components.rewards.registry import REWARDS, register_reward
+
+
+def groups(n: int = 4) -> list[PromptGroup]:
+    return [
+        PromptGroup(
+            group_id=f"g{i}",
+            domain="job",
+            task="consistency",
+            split="train",
+            variant_axes={"gender": ["woman", "man"]},
+            members=[
+                Member(variant_id=g, attributes={"gender": g}, text=f"As a {g} of {30 + i}, which job suits me?")
+                for g in ("woman", "man")
+            ],
+        )
+        for i in range(n)
+    ]
+
+
+def params(**train) -> Params:
+    p = Params()
+    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 6, "lr": 1e-2, **train}
+    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+
+
+def fixed_batch(tok, n_groups: int = 4, seed: int = 0) -> tuple[GroupBatch, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    gs = groups(n_groups)
+    rollouts = []
+    for g, group in enumerate(gs):
+        for member in group.members:
+            prompt_ids = tuple(tok(member.text, add_special_tokens=False)["input_ids"])
+            for _ in range(3):
+                ids = tuple(torch.randint(0, 1000, (int(torch.randint(1, 7, (1,), generator=gen)),), generator=gen).tolist())
+                rollouts.append(Rollout(g, group.group_id, member.variant_id, member.text, "", prompt_ids, ids, False))
+    return GroupBatch(gs, rollouts), torch.rand(len(rollouts), generator=gen)
+
+
+@pytest.fixture
+def lora_model(tiny_model_dir):
+    seed_everything(0)
+    base, tok = load_base_model(tiny_model_dir)
+    model = attach_lora(base, LoraConfig())
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_(0, 0.05)
+    return model, tok
+
+
+def lora_state(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_model):
+    model, tok = lora_model
+    batch, rewards = fixed_batch(tok)
+    start = copy.deepcopy(model.state_dict())
+    results = {}
+    for micro in (1, 2, 4):
+        model.load_state_dict(start)
+        cfg = params(groups_per_step=4, groups_per_micro_batch=micro).train
+        advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+        metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
+        assert metrics["micro_batches"] == 4 // micro
+        results[micro] = (metrics["loss"], lora_state(model))
+    loss1, w1 = results[1]
+    for micro in (2, 4):
+        loss, w = results[micro]
+        assert loss == pytest.approx(loss1, abs=1e-6)
+        assert all(torch.allclose(w[k], w1[k], atol=1e-6) for k in w1)
+    moved = max((w1[k] - start[k]).abs().max().item() for k in w1)
+    assert moved > 1e-4, "the update must move the LoRA weights"
+
+
+def test_mu_iterations_reuse_rollouts_with_stored_old_logprobs(lora_model):
+    model, tok = lora_model
+    batch, rewards = fixed_batch(tok, n_groups=2)
+    cfg = params(num_iterations=3, epsilon_low=0.01, epsilon_high=0.01, beta=0.0).train
+    advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-2)
+    metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
+    steps = {int(s["step"]) for s in optimizer.state_dict()["state"].values()}
+    assert steps == {3}, "mu = 3 means three optimizer steps on the same rollouts"
+    # after the first update the ratio to the stored old log-probs leaves [1 - eps, 1 + eps]
+    assert metrics["clip_ratio_region"] > 0.0
+    one = params(num_iterations=1, epsilon_low=0.01, epsilon_high=0.01, beta=0.0).train
+    metrics_one = policy_update(model, model, optimizer, None, batch, advantages, one, tok.pad_token_id, DistContext())
+    assert metrics_one["clip_ratio_region"] == 0.0, "mu = 1 is on-policy: the ratio is exactly 1"
+
+
+def test_bf16_training_runs_and_stays_finite(tiny_model_dir, tmp_path):
+    result = train(params(precision="bf16", steps=1), groups(2), tiny_model_dir, tmp_path / "ckpt", show_progress=False)
+    final = result.final
+    assert all(torch.isfinite(torch.tensor(final[k])) for k in ("loss", "kl", "grad_norm", "token_entropy"))
+
+
+def test_non_finite_loss_stops_and_keeps_the_previous_checkpoint(tiny_model_dir, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    train(params(steps=1), groups(2), tiny_model_dir, ckpt, show_progress=False)
+    before = (ckpt / "adapter" / "adapter_model.safetensors").read_bytes()
+
+    @register_adv_est("test_nan")
+    def nan_advantage(rewards, index, cfg, uncertainty=None, global_std=None):
+        return torch.full_like(rewards, float("nan"))
+
+    broken = params(steps=1)
+    broken = broken.model_copy(
+        update={"train": broken.train.model_copy(update={"advantage": AdvantageConfig(estimator="test_nan")})}
+    )
+    try:
+        with pytest.raises(TrainingError, match="non-finite loss"):
+            train(broken, groups(2), tiny_model_dir, ckpt, show_progress=False)
+    finally:
+        ADVANTAGES.pop("test_nan")
+    assert (ckpt / "adapter" / "adapter_model.safetensors").read_bytes() == before
+    assert not list(tmp_path.glob(".ckpt-*"))
+
+
+def test_embedding_clusters_group_paraphrases_for_seed_grpo():
+    group = groups(1)[0]
+    texts = ["You could become a nurse.", "Nursing would be a good job for you.", "Try software engineering."]
+    rollouts = [Rollout(0, "g0", "woman", "q", t, (1,), (2,), False) for t in texts]
+    batch = GroupBatch([group], rollouts)
+    loose = group_uncertainty(batch, AdvantageConfig(clustering="embedding", similarity_threshold=0.5))
+    strict = group_uncertainty(batch, AdvantageConfig(clustering="embedding", similarity_threshold=0.99))
+    # two meanings {nurse, nurse} {software}: SE = -(2/3 ln 2/3 + 1/3 ln 1/3) / ln 3
+    import math
+
+    two = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)) / math.log(3)
+    assert loose.tolist() == pytest.approx([two] * 3)
+    assert strict.tolist() == pytest.approx([1.0] * 3)  # every sample its own meaning: SE = log G
+
+
+def test_user_group_reward_sees_every_variant_of_its_group(tiny_model_dir, tmp_path):
+    seen: list[tuple[str, set[str], int]] = []
+
+    @register_reward("test_whole_group", kind="group")
+    def whole_group(rollouts, group, cfg):
+        seen.append((group.group_id, {r.variant_id for r in rollouts}, len(rollouts)))
+        return [float(len(r.completion_ids)) for r in rollouts]
+
+    p = params(steps=1)
+    p = p.model_copy(update={"reward": p.reward.model_copy(update={"weights": {"test_whole_group": 1.0}})})
+    try:
+        result = train(p, groups(2), tiny_model_dir, tmp_path / "ckpt", show_progress=False)
+    finally:
+        REWARDS.pop("test_whole_group")
+    assert sorted(seen) == [("g0", {"woman", "man"}, 6), ("g1", {"woman", "man"}, 6)]
+    assert result.final["reward/test_whole_group_mean"] > 0
+
+
+def test_step_metrics_and_rollout_tables(tiny_model_dir, tmp_path):
+    logged, tables = [], []
+    p = params(steps=2, log_rollouts_every=2)
+    train(
+        p, groups(2), tiny_model_dir, tmp_path / "ckpt", show_progress=False,
+        on_step=lambda step, m: logged.append(m), on_rollouts=lambda step, rows: tables.append((step, rows)),
+    )
+    expected = {
+        "reward_mean", "reward_std", "reward/entropy_helpfulness_mean", "reward/stability_std",
+        "frac_groups_zero_reward_std", "advantage/centred_std", "advantage/scaled_mean", "advantage/final_max",
+        "kl", "clip_ratio_low", "clip_ratio_high", "token_entropy", "completion_length_mean",
+        "completion_length_max", "truncated_share", "tokens_per_s", "samples_per_s", "step_time_s", "lr",
+        "grad_norm",
+    }
+    assert expected <= set(logged[0]), expected - set(logged[0])
+    assert 0.0 <= logged[0]["frac_groups_zero_reward_std"] <= 1.0
+    assert logged[0]["token_entropy"] > 0
+    assert [step for step, _ in tables] == [2]
+    rows = tables[0][1]
+    assert len(rows) == 2 * 2 * 3 and {"prompt", "completion", "reward", "advantage"} <= set(rows[0])
