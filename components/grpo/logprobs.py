@@ -25,20 +25,27 @@ class PackedBatch:
     completion_mask: torch.Tensor  # (B, C) bool
 
 
+def _pad_completions(rollouts: Sequence[Rollout], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Completions right-padded to the longest: ids (B, C) and mask (B, C) bool."""
+    width = max(len(r.completion_ids) for r in rollouts)
+    completion = torch.full((len(rollouts), width), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((len(rollouts), width), dtype=torch.bool)
+    for i, r in enumerate(rollouts):
+        completion[i, : len(r.completion_ids)] = torch.tensor(r.completion_ids)
+        completion_mask[i, : len(r.completion_ids)] = True
+    return completion, completion_mask
+
+
 def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
     prompt_width = max(len(r.prompt_ids) for r in rollouts)
-    completion_width = max(len(r.completion_ids) for r in rollouts)
     b = len(rollouts)
     prompt = torch.full((b, prompt_width), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((b, prompt_width), dtype=torch.long)
-    completion = torch.full((b, completion_width), pad_id, dtype=torch.long)
-    completion_mask = torch.zeros((b, completion_width), dtype=torch.bool)
     for i, r in enumerate(rollouts):
         if r.prompt_ids:
             prompt[i, prompt_width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
             prompt_mask[i, prompt_width - len(r.prompt_ids) :] = 1
-        completion[i, : len(r.completion_ids)] = torch.tensor(r.completion_ids)
-        completion_mask[i, : len(r.completion_ids)] = True
+    completion, completion_mask = _pad_completions(rollouts, pad_id)
     attention = torch.cat([prompt_mask, completion_mask.long()], dim=1)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
     return PackedBatch(torch.cat([prompt, completion], dim=1), attention, positions, completion, completion_mask)
@@ -48,6 +55,20 @@ def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
 class TokenStats:
     logp: torch.Tensor  # (B, C) log pi(o_t | q, o_<t), differentiable
     entropy: torch.Tensor | None  # (B, C) entropy of the sampling distribution at t (no grad)
+
+
+def token_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool) -> TokenStats:
+    """From logits (B, C, V) predicting targets (B, C): log-probs under softmax(z / T) and, if asked,
+    the entropy H_t = logZ_t - sum_v p_v z_v of that distribution."""
+    logits = logits.float() / temperature
+    log_z = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_z
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            probs = torch.exp(logits - log_z.unsqueeze(-1))
+            entropy = log_z - (probs * logits).sum(-1)
+    return TokenStats(logp, entropy)
 
 
 def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False) -> TokenStats:
@@ -63,15 +84,8 @@ def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0, wit
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         logits_to_keep=width + 1,
-    ).logits[:, :-1].float() / temperature
-    log_z = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - log_z
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            probs = torch.exp(logits - log_z.unsqueeze(-1))
-            entropy = log_z - (probs * logits).sum(-1)
-    return TokenStats(logp, entropy)
+    ).logits[:, :-1]
+    return token_stats(logits, batch.completion_ids, temperature, with_entropy)
 
 
 # ---- prompt-sharing layout -------------------------------------------------------------------
@@ -102,12 +116,7 @@ def pack_shared(rollouts: Sequence[Rollout], pad_id: int) -> SharedPromptBatch:
     for i, p in enumerate(prompts):
         prompt_ids[i, width - len(p) :] = torch.tensor(p)
         prompt_mask[i, width - len(p) :] = 1
-    c_width = max(len(r.completion_ids) for r in rollouts)
-    completion = torch.full((len(rollouts), c_width), pad_id, dtype=torch.long)
-    completion_mask = torch.zeros((len(rollouts), c_width), dtype=torch.bool)
-    for i, r in enumerate(rollouts):
-        completion[i, : len(r.completion_ids)] = torch.tensor(r.completion_ids)
-        completion_mask[i, : len(r.completion_ids)] = True
+    completion, completion_mask = _pad_completions(rollouts, pad_id)
     return SharedPromptBatch(prompt_ids, prompt_mask, torch.tensor(prompt_of), completion, completion_mask)
 
 
@@ -143,12 +152,4 @@ def shared_prompt_logprobs(
     logits = first.logits[batch.prompt_of]  # (B, 1, V): predicts the first completion token
     if rest is not None:
         logits = torch.cat([logits, rest.logits], dim=1)
-    logits = logits.float() / temperature
-    log_z = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - log_z
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            probs = torch.exp(logits - log_z.unsqueeze(-1))
-            entropy = log_z - (probs * logits).sum(-1)
-    return TokenStats(logp, entropy)
+    return token_stats(logits, batch.completion_ids, temperature, with_entropy)

@@ -82,17 +82,14 @@ def global_token_weights(
     for j, mb in enumerate(micro_batches):
         local_micro[mb.positions] = j
     gathered = ctx.all_gather_object((lengths, local_micro, len(micro_batches)))
-    all_lengths, all_micro, offset, mine = [], [], 0, None
-    for rank, (lens, micro, count) in enumerate(gathered):
-        if rank == ctx.rank:
-            mine = slice(sum(len(x) for x in all_lengths), sum(len(x) for x in all_lengths) + len(lens))
-        all_lengths.append(lens)
-        all_micro.append(torch.where(micro >= 0, micro + offset, micro))
-        offset += count
-    lengths_all = torch.cat(all_lengths)
-    micro_all = torch.cat(all_micro)
+    start = sum(len(lens) for lens, _, _ in gathered[: ctx.rank])  # this rank's rows in the global batch
+    micro_offsets = [sum(count for _, _, count in gathered[:rank]) for rank in range(len(gathered))]
+    lengths_all = torch.cat([lens for lens, _, _ in gathered])
+    micro_all = torch.cat(
+        [torch.where(micro >= 0, micro + offset, micro) for (_, micro, _), offset in zip(gathered, micro_offsets)]
+    )
     weights = get_loss_type(cfg.loss_type)(lengths_all, micro_all, cfg.max_new_tokens)
-    return weights[mine]
+    return weights[start : start + n]
 
 
 def _token_logprobs(model, mb: MicroBatch, cfg: TrainConfig, with_entropy: bool = False):
