@@ -16,31 +16,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from components.config import Params  # noqa: E402
-from components.data.schema import Member, PromptGroup  # noqa: E402
+from tests.grpo_data import consistency_groups, tiny_params  # noqa: E402
 
 
-def groups(n: int) -> list[PromptGroup]:
-    return [
-        PromptGroup(
-            group_id=f"g{i}",
-            domain="investment",
-            task="consistency",
-            split="train",
-            variant_axes={"gender": ["woman", "man"]},
-            members=[
-                Member(variant_id=g, attributes={"gender": g}, text=f"I am a {g} aged {30 + i}. What should I invest in?")
-                for g in ("woman", "man")
-            ],
-        )
-        for i in range(n)
-    ]
-
-
-def params(**train) -> Params:
-    p = Params()
-    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2, **train}
-    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+groups = consistency_groups
+params = tiny_params
 
 
 def run_train(args) -> None:

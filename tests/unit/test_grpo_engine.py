@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from components.config import AdvantageConfig, LoraConfig, Params
-from components.data.schema import Member, PromptGroup
+from components.data.schema import PromptGroup
 from components.grpo.advantages import ADVANTAGES, grpo_advantage, register_adv_est
 from components.grpo.distributed import DistContext
 from components.grpo.rollouts import group_uncertainty
@@ -19,29 +19,15 @@ from components.grpo.update import policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model
 from components.rewards.registry import REWARDS, register_reward
+from tests.grpo_data import consistency_groups, tiny_params
 
 
 def groups(n: int = 4) -> list[PromptGroup]:
-    return [
-        PromptGroup(
-            group_id=f"g{i}",
-            domain="job",
-            task="consistency",
-            split="train",
-            variant_axes={"gender": ["woman", "man"]},
-            members=[
-                Member(variant_id=g, attributes={"gender": g}, text=f"As a {g} of {30 + i}, which job suits me?")
-                for g in ("woman", "man")
-            ],
-        )
-        for i in range(n)
-    ]
+    return consistency_groups(n)
 
 
 def params(**train) -> Params:
-    p = Params()
-    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 6, "lr": 1e-2, **train}
-    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+    return tiny_params(**{"max_new_tokens": 6, **train})
 
 
 def fixed_batch(tok, n_groups: int = 4, seed: int = 0) -> tuple[GroupBatch, torch.Tensor]:

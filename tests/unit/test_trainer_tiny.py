@@ -6,34 +6,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from components.config import Params
 from components.data.schema import Member, PromptGroup
 from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
 from components.grpo.trainer import group_schedule, train
 from components.rewards.registry import REWARDS, register_reward
+from tests.grpo_data import consistency_groups, tiny_params
 
 
 def groups(n: int = 3) -> list[PromptGroup]:
-    return [
-        PromptGroup(
-            group_id=f"g{i}",
-            domain="investment",
-            task="consistency",
-            split="train",
-            variant_axes={"gender": ["woman", "man"]},
-            members=[
-                Member(variant_id=g, attributes={"gender": g}, text=f"I am a {g} aged {30 + i}. What should I invest in?")
-                for g in ("woman", "man")
-            ],
-        )
-        for i in range(n)
-    ]
-
-
-def tiny_params(**train) -> Params:
-    p = Params()
-    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2, **train}
-    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+    return consistency_groups(n)
 
 
 def test_group_schedule_keeps_groups_whole_and_is_seeded():
