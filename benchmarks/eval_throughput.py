@@ -6,8 +6,9 @@
 Part 1 sends the same chat-templated prompts (groupwise's consistency and diversity prompts built
 from data/templates, n samples each, same SamplingConfig and seed) through the vLLM engine and the
 transformers engine in one run and prints output tokens/s of each and their ratio (target >= 3x on
-a 2-core CPU). vLLM's start-up is timed apart. With --adapter, vLLM also generates through the
-LoRA adapter (the tuned pass of an evaluation).
+a 2-core CPU), both in --dtype (eval.dtype, bf16 by default). vLLM's start-up is timed apart. With
+--adapter, vLLM also generates through the adapter as the evaluation does it (merged copy, own
+engine; the merge and second start are included in its time).
 
 Part 2 times the metric computation of an evaluation of --groups groups x 8 samples per model
 (half consistency groups of 2 variants x 4 samples, half diversity tasks of 8 samples), base and
@@ -60,25 +61,26 @@ def generation_benchmark(args) -> list[str]:
     prompts = eval_prompts(args.sequences, args.n)
     cfg = SamplingConfig(n=args.n, max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=1234)
     print(f"evaluation set: {len(prompts)} prompts x n={args.n} = {len(prompts) * args.n} sequences, "
-          f"<= {args.max_new_tokens} new tokens, torch threads {os.environ.get('OMP_NUM_THREADS', 'default')}")
+          f"<= {args.max_new_tokens} new tokens, {args.dtype}, vLLM threads bind {args.threads_bind}")
 
     started = time.perf_counter()
-    vllm = VllmEngine(args.model_dir, VllmConfig(kv_cache_gb=args.kv_cache_gb, max_model_len=1024, max_num_seqs=256), seed=1234)
+    vllm_cfg = VllmConfig(kv_cache_gb=args.kv_cache_gb, max_model_len=1024, max_num_seqs=256, cpu_threads_bind=args.threads_bind)
+    vllm = VllmEngine(args.model_dir, vllm_cfg, dtype=args.dtype, seed=1234)
     start_s = time.perf_counter() - started
     rows = []
     try:
         vllm_base = run_engine(vllm, prompts, cfg)
         rows.append(("vllm (base)", vllm_base))
         if args.adapter:
-            rows.append(("vllm (LoRA adapter)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
+            rows.append(("vllm (adapter, merged copy)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
     finally:
         vllm.close()
-    hf = TransformersGenerationEngine(args.model_dir, batch_size=args.hf_batch_size)
+    hf = TransformersGenerationEngine(args.model_dir, batch_size=args.hf_batch_size, dtype=args.dtype)
     hf_base = run_engine(hf, prompts, cfg)
     rows.append((f"transformers (batch {args.hf_batch_size})", hf_base))
     hf.close()
 
-    print(f"\nvLLM start-up (enforce_eager, LoRA enabled): {start_s:.1f} s")
+    print(f"\nvLLM start-up (enforce_eager): {start_s:.1f} s")
     print(f"{'engine':<28}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
     for name, r in rows:
         print(f"{name:<28}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
@@ -89,7 +91,7 @@ def generation_benchmark(args) -> list[str]:
     return vllm_base["texts"] + hf_base["texts"]
 
 
-def metrics_benchmark(n_groups: int, pool: list[str]) -> None:
+def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> None:
     import numpy as np
     import pandas as pd
 
@@ -135,7 +137,7 @@ def metrics_benchmark(n_groups: int, pool: list[str]) -> None:
     load_embedder()  # model load is a one-off per process, not part of the per-evaluation cost
 
     t0 = time.perf_counter()
-    semantics = Semantics(EmbeddingCache(texts), 0.85)
+    semantics = Semantics(EmbeddingCache(texts, 128, embedding_dtype), 0.85)
     t1 = time.perf_counter()
     normalize = get_normalizer("casefold_match")
     rows_c = [consistency_record(g, samples["base"]["c"][i], samples["tuned"]["c"][i], 32, semantics) for i, g in enumerate(consistency)]
@@ -146,7 +148,7 @@ def metrics_benchmark(n_groups: int, pool: list[str]) -> None:
     comparisons = compare_all(frame_c, frame_d, alpha=0.01, n_resamples=2000, confidence=0.95, seed=0)
     t3 = time.perf_counter()
     print(f"\nmetric computation: {n_groups} groups x 8 samples per model, base and tuned ({len(texts)} distinct texts)")
-    print(f"  embeddings (all-MiniLM-L6-v2):        {t1 - t0:7.1f} s")
+    print(f"  embeddings (all-MiniLM-L6-v2, {embedding_dtype}): {t1 - t0:7.1f} s")
     print(f"  per-group records (all metrics):      {t2 - t1:7.1f} s")
     print(f"  summary + {len(comparisons)} paired tests, 2000 bootstraps: {t3 - t2:5.1f} s")
     print(f"  total:                                {t3 - t0:7.1f} s (target < 60 s)")
@@ -160,14 +162,17 @@ def main() -> None:
     parser.add_argument("--hf-batch-size", type=int, default=48, help="sequences per HF generate call (eval.batch_size)")
     parser.add_argument("--kv-cache-gb", type=int, default=2)
     parser.add_argument("--model-dir", type=Path, default=ROOT / "data/models/base")
-    parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well")
+    parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well (merged copy)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="both engines (eval.dtype)")
+    parser.add_argument("--threads-bind", default="all", help="eval.vllm.cpu_threads_bind: all | auto | 0-7")
+    parser.add_argument("--embedding-dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--groups", type=int, default=1000, help="groups for the metric timing")
     parser.add_argument("--skip-generation", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     pool = [] if args.skip_generation else generation_benchmark(args)
-    metrics_benchmark(args.groups, pool or ["a short answer about saving money every month", "name a colour red"])
+    metrics_benchmark(args.groups, pool or ["a short answer about saving money every month", "name a colour red"], args.embedding_dtype)
 
 
 if __name__ == "__main__":  # vLLM spawns its engine core: the guard is required

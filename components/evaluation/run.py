@@ -118,11 +118,11 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
 class EmbeddingCache:
     """Embeds every distinct text once (one batched call), then serves rows by text."""
 
-    def __init__(self, texts: Sequence[str]):
+    def __init__(self, texts: Sequence[str], batch_size: int = 128, dtype: str = "float32"):
         from components.embeddings import embed
 
         self._index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
-        self._vectors = embed(list(self._index))
+        self._vectors = embed(list(self._index), batch_size=batch_size, dtype=dtype)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self._vectors[[self._index[t] for t in texts]]
@@ -159,7 +159,7 @@ def evaluate_models(
     prompts = [m.text for g in selected for m in g.members]
     sampling = sampling_config(params)
     if engine is None:
-        engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.model.dtype, params.seed)
+        engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.dtype, params.seed)
         owned = True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
@@ -171,7 +171,8 @@ def evaluate_models(
             engine.close()
 
     texts = [s.text for out in (base_out, tuned_out) for row in out for s in row]
-    semantics = Semantics(EmbeddingCache(texts), params.eval.cluster_threshold)
+    embeddings = EmbeddingCache(texts, params.eval.embedding_batch_size, params.eval.embedding_dtype)
+    semantics = Semantics(embeddings, params.eval.cluster_threshold)
     rows_c, rows_d, samples, cursor = [], [], [], 0
     for group in selected:
         k = len(group.members)

@@ -1,12 +1,13 @@
 """The transformers engine: `sampling.TransformersEngine` (HF generate) behind the engine interface.
 
-Sampling is the one training rollouts use (same chat template, same seeding). Per-token
-log-probabilities are scored afterwards with one forward pass per batch,
+Sampling is the one training rollouts use (same chat template, same seeding, same decode loop).
+Per-token log-probabilities are the sampler's own, taken while decoding (no second forward pass),
 
     log p_t = z_t[o_t] / τ − logsumexp(z_t / τ)      (z_t: logits at completion position t, τ: temperature)
 
 i.e. the log-probability under the temperature-scaled distribution the tokens were drawn from (the
 same quantity vLLM returns with `logprobs_mode="processed_logprobs"` when top_p = 1).
+`score_completions` recomputes them teacher-forced; the tests use it to check the sampler's.
 A LoRA adapter is put on the loaded base model with peft; the base model is evaluated with the
 adapter disabled, so one engine serves base and tuned.
 """
@@ -90,20 +91,15 @@ class TransformersGenerationEngine:
     def _generate(self, model, prompts: Sequence[str], cfg: SamplingConfig) -> list[list[Sample]]:
         engine = TransformersEngine(model, self._tokenizer, self._batch_size, self._show_progress)
         outputs = engine.generate(list(prompts), cfg, "generate")
-        flat = [c for per_prompt in outputs for c in per_prompt]
-        logprobs: list[tuple[float, ...]] = []
-        for start in range(0, len(flat), self._batch_size):
-            logprobs += score_completions(model, flat[start : start + self._batch_size], self._tokenizer.pad_token_id, cfg.temperature)
         eos = self._tokenizer.eos_token_id
-        samples, cursor = [], 0
+        samples = []
         for per_prompt in outputs:
             row = []
             for c in per_prompt:
-                ids, lps = c.completion_ids, logprobs[cursor]
-                cursor += 1
+                ids, lps = c.completion_ids, c.logprobs
                 if ids and ids[-1] == eos:  # vLLM reports the stop token neither: same convention
                     ids, lps = ids[:-1], lps[:-1]
-                row.append(Sample(c.prompt_index, c.prompt_ids, tuple(ids), lps, c.text, c.truncated))
+                row.append(Sample(c.prompt_index, c.prompt_ids, tuple(ids), tuple(lps), c.text, c.truncated))
             samples.append(row)
         validate_samples(samples, len(prompts), cfg.n, self.name)
         return samples

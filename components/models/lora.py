@@ -32,3 +32,21 @@ def load_adapter(model, adapter_dir: Path):
     peft_model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=False, use_safetensors=True)
     peft_model.eval()
     return peft_model
+
+
+def merge_adapter(base_model_dir: Path, adapter_dir: Path, out_dir: Path, dtype: str = "float32") -> Path:
+    """Base + adapter merged into plain weights (peft `merge_and_unload`: W ← W + (α/r)·B·A), saved as safetensors.
+
+    The merge is done in fp32, then the weights are cast to `dtype`. The folder holds a complete
+    transformers model (config.json, model.safetensors), so any engine can serve it without LoRA.
+    """
+    import torch
+
+    from components.models.provision import load_base_model
+
+    model, _ = load_base_model(Path(base_model_dir), "float32")
+    merged = load_adapter(model, Path(adapter_dir)).merge_and_unload()
+    merged = merged.to(getattr(torch, dtype))
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(out_dir, safe_serialization=True)
+    return Path(out_dir)

@@ -102,20 +102,41 @@ def test_lora_adapter_changes_outputs_and_base_is_restored(vllm_engine, checkpoi
     assert texts(vllm_engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
 
 
-def test_lora_rank_above_the_engine_limit_is_refused(vllm_engine, tmp_path, checkpoint):
+def test_merged_adapter_is_served_by_its_own_engine_and_removed_on_close(vllm_engine, checkpoint, tmp_path):
+    from components.grpo.checkpoint import ADAPTER_DIR
+
+    adapter = (checkpoint / ADAPTER_DIR).resolve()
+    vllm_engine.generate(PROMPTS[:1], SAMPLING, adapter)
+    merged = vllm_engine._merged[adapter]
+    assert (merged / "config.json").is_file() and (merged / "model.safetensors").is_file()
+    assert not (merged / "adapter_config.json").exists()  # plain weights: no LoRA at serving time
+    with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
+        vllm_engine.generate(PROMPTS[:1], SAMPLING, tmp_path)
+
+
+def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, checkpoint, tmp_path):
+    """eval.vllm.adapter_mode: lora — one engine, the adapter as a LoRARequest, its rank checked."""
     import shutil
 
     from components.grpo.checkpoint import ADAPTER_DIR
 
-    adapter = tmp_path / "adapter"
-    shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
-    config = json.loads((adapter / "adapter_config.json").read_text())
-    config["r"] = 64
-    (adapter / "adapter_config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"rank 64 exceeds eval.vllm.max_lora_rank = 16"):
-        vllm_engine.generate(PROMPTS[:1], SAMPLING, adapter)
-    with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
-        vllm_engine.generate(PROMPTS[:1], SAMPLING, tmp_path)
+    engine = VllmEngine(
+        smollm2_base_dir, VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64, adapter_mode="lora"), "float32", 0
+    )
+    try:
+        base = texts(engine.generate(PROMPTS, SAMPLING))
+        tuned = texts(engine.generate(PROMPTS, SAMPLING, checkpoint / ADAPTER_DIR))
+        assert tuned != base and not engine._merged
+        assert texts(engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
+        adapter = tmp_path / "adapter"
+        shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
+        config = json.loads((adapter / "adapter_config.json").read_text())
+        config["r"] = 64
+        (adapter / "adapter_config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match=r"rank 64 exceeds eval.vllm.max_lora_rank = 16"):
+            engine.generate(PROMPTS[:1], SAMPLING, adapter)
+    finally:
+        engine.close()
 
 
 def test_vllm_start_failure_names_the_cause_and_falls_back_only_when_allowed(smollm2_base_dir, tmp_path):
