@@ -8,7 +8,9 @@ from data/templates, n samples each, same SamplingConfig and seed) through the v
 transformers engine in one run and prints output tokens/s of each and their ratio (target >= 3x on
 a 2-core CPU), both in --dtype (eval.dtype, bf16 by default). vLLM's start-up is timed apart. With
 --adapter, vLLM also generates through the adapter as the evaluation does it (merged copy, own
-engine; the merge and second start are included in its time).
+engine; the merge and second start are included in its time). A third row times plain HF
+`model.generate` on the same set (the reference the target was set against); --skip-hf-generate
+leaves it out.
 
 Part 2 times the metric computation of an evaluation of --groups groups x 8 samples per model
 (half consistency groups of 2 variants x 4 samples, half diversity tasks of 8 samples), base and
@@ -50,6 +52,32 @@ def run_engine(engine, prompts, cfg, adapter=None) -> dict:
     return {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "texts": [s.text for row in out for s in row]}
 
 
+def hf_generate_reference(model_dir: Path, prompts: list[str], cfg, batch_size: int, dtype: str) -> dict:
+    """Plain `model.generate(do_sample=True, num_return_sequences=n)`: the reference the issue's target names."""
+    import torch
+
+    from components.generation.sampling import chat_prompt
+    from components.models.provision import load_base_model
+
+    model, tok = load_base_model(model_dir, dtype)
+    model.eval()
+    torch.manual_seed(cfg.seed)
+    per_call = max(1, batch_size // cfg.n)
+    tokens, started = 0, time.perf_counter()
+    with torch.no_grad():
+        for start in range(0, len(prompts), per_call):
+            enc = tok([chat_prompt(tok, p) for p in prompts[start : start + per_call]], return_tensors="pt", padding=True, add_special_tokens=False)
+            out = model.generate(
+                **enc, do_sample=True, top_k=0, top_p=cfg.top_p, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                num_return_sequences=cfg.n, pad_token_id=tok.pad_token_id,
+            )  # fmt: skip
+            completions = out[:, enc["input_ids"].shape[1] :]
+            for row in completions.tolist():  # tokens before EOS: the engines' count (they drop EOS)
+                tokens += next((i for i, t in enumerate(row) if t == tok.eos_token_id), len(row))
+    seconds = time.perf_counter() - started
+    return {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "texts": []}
+
+
 def generation_benchmark(args) -> list[str]:
     from components.config import ModelConfig, VllmConfig
     from components.generation.sampling import SamplingConfig
@@ -77,15 +105,21 @@ def generation_benchmark(args) -> list[str]:
         vllm.close()
     hf = TransformersGenerationEngine(args.model_dir, batch_size=args.hf_batch_size, dtype=args.dtype)
     hf_base = run_engine(hf, prompts, cfg)
-    rows.append((f"transformers (batch {args.hf_batch_size})", hf_base))
+    rows.append((f"transformers engine (batch {args.hf_batch_size})", hf_base))
     hf.close()
+    reference = None
+    if not args.skip_hf_generate:
+        reference = hf_generate_reference(args.model_dir, prompts, cfg, args.hf_batch_size, args.dtype)
+        rows.append((f"HF generate (batch {args.hf_batch_size})", reference))
 
     print(f"\nvLLM start-up (enforce_eager): {start_s:.1f} s")
-    print(f"{'engine':<28}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
+    print(f"{'engine':<32}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
     for name, r in rows:
-        print(f"{name:<28}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
+        print(f"{name:<32}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
     ratio = vllm_base["tok_s"] / hf_base["tok_s"]
-    print(f"vLLM / transformers tokens/s (base model): {ratio:.2f}x (target >= 3x)")
+    print(f"vLLM / transformers engine tokens/s (base model): {ratio:.2f}x (target >= 3x)")
+    if reference is not None:
+        print(f"vLLM / HF generate tokens/s (base model): {vllm_base['tok_s'] / reference['tok_s']:.2f}x")
     with_startup = vllm_base["tokens"] / (vllm_base["seconds"] + start_s)
     print(f"vLLM incl. its start-up: {with_startup:.1f} tok/s = {with_startup / hf_base['tok_s']:.2f}x")
     return vllm_base["texts"] + hf_base["texts"]
@@ -168,6 +202,7 @@ def main() -> None:
     parser.add_argument("--embedding-dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--groups", type=int, default=1000, help="groups for the metric timing")
     parser.add_argument("--skip-generation", action="store_true")
+    parser.add_argument("--skip-hf-generate", action="store_true", help="leave out the plain HF generate reference row")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
