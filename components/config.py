@@ -178,6 +178,12 @@ class GateConfig(_Section):
     max_p_value: float = Field(1.0, gt=0, le=1, description="paired test p-value must be <= this")
     max_helpfulness_drop: float = Field(0.1, ge=0, description="base H_norm - tuned H_norm <= this")
     max_coverage_drop: float = Field(0.0, ge=0, description="base - tuned valid-set coverage <= this")
+    max_length_drop: float = Field(
+        0.5, ge=0, le=1, description="(base - tuned mean words) / base mean words <= this (1 disables)"
+    )
+    max_empty_rate_increase: float = Field(
+        0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)"
+    )
     champion_max_gap_increase: float = Field(
         0.02, ge=0, description="tuned mean entropy gap - the champion's (nats) <= this"
     )

@@ -6,8 +6,8 @@ then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` o
 
 - ``no_nan``: every number in metrics (recursively) is finite, and a value is null only where a
   null is legitimate (`_null_allowed`):
-    * never for the consistency numbers the gates rely on (n_groups, base/tuned mean gap and
-      helpfulness);
+    * never for the consistency numbers the gates rely on (n_groups, base/tuned mean gap,
+      helpfulness, mean words and empty rate);
     * ``consistency.relative_gap_reduction``: only when ``consistency.base_mean_gap == 0``;
     * ``diversity.*``: only when ``diversity.n_tasks == 0`` (no diversity task evaluated);
     * elsewhere (p-values and t for n < 2 or zero variance, other statistics): allowed; the gate
@@ -17,8 +17,17 @@ then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` o
 - ``significance``: paired t-test p_value <= max_p_value; a null p-value passes only when the
   gate is disabled (max_p_value >= 1.0).
 - ``helpfulness``: base_helpfulness − tuned_helpfulness <= max_helpfulness_drop (H_norm scale).
+- ``length``: (base_mean_words − tuned_mean_words) / base_mean_words <= max_length_drop, i.e. the
+  tuned mean response length keeps at least (1 − max_length_drop) of the base's (collapse to short
+  answers); passes with a note when the base mean is 0 (nothing to lose).
+- ``empty_rate``: tuned_empty_rate − base_empty_rate <= max_empty_rate_increase (share of answers
+  without a word).
 - ``coverage``: base_coverage − tuned_coverage <= max_coverage_drop (share of a diversity task's
-  valid set that the samples cover, GAPO); passes with a note when no diversity task was evaluated.
+  valid set that the samples cover, GAPO).
+- ``diversity_helpfulness``, ``diversity_length``, ``diversity_empty_rate``: the three quality
+  guards above on the diversity section (its keys are base/tuned_helpfulness, base/tuned_words,
+  base/tuned_empty_rate), with the same thresholds.
+  The four diversity gates pass with a note when no diversity task was evaluated (n_tasks = 0).
 - ``champion_gap``: tuned_mean_gap − champion's tuned_mean_gap <= champion_max_gap_increase (nats).
 - ``champion_helpfulness``: champion's tuned_helpfulness − tuned_helpfulness
   <= champion_max_helpfulness_drop.
@@ -170,7 +179,11 @@ def _leaves(obj: object, path: str = "") -> Iterator[tuple[str, object]]:
 
 
 # metrics the gates rely on: never null
-_REQUIRED = {f"consistency.{k}" for k in ("n_groups", "base_mean_gap", "tuned_mean_gap", "base_helpfulness", "tuned_helpfulness")}
+_REQUIRED = {
+    f"consistency.{k}"
+    for k in ("n_groups", "base_mean_gap", "tuned_mean_gap", "base_helpfulness", "tuned_helpfulness",
+              "base_mean_words", "tuned_mean_words", "base_empty_rate", "tuned_empty_rate")
+}  # fmt: skip
 
 
 def _null_allowed(path: str, metrics: dict) -> bool:
@@ -263,50 +276,107 @@ def significance(metrics: dict, gate: GateConfig) -> GateResult:
     )
 
 
-# --- helpfulness ----------------------------------------------------------------------------------
+# --- quality guard: helpfulness, length, empty answers, coverage ----------------------------------
 
 
-def helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
-    """base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
-    name, threshold = "helpfulness", gate.max_helpfulness_drop
-    base = _number(_get(metrics, "consistency", "base_helpfulness"))
-    tuned = _number(_get(metrics, "consistency", "tuned_helpfulness"))
+def _no_diversity_task(name: str, threshold: float, metrics: dict, section: str) -> GateResult | None:
+    """A diversity gate with no diversity task evaluated (n_tasks = 0) passes, noted; else None."""
+    if section == "diversity" and _get(metrics, "diversity", "n_tasks") == 0:
+        return GateResult(name, None, threshold, True, f"{name}: no diversity task evaluated (not judged)")
+    return None
+
+
+def _base_and_tuned(metrics: dict, section: str, key: str) -> tuple[float, float] | None:
+    """`<section>.base_<key>` and `tuned_<key>` when both are finite numbers, else None."""
+    base = _number(_get(metrics, section, f"base_{key}"))
+    tuned = _number(_get(metrics, section, f"tuned_{key}"))
     if base is None or tuned is None or not (math.isfinite(base) and math.isfinite(tuned)):
-        return _missing(name, threshold, "consistency.base_helpfulness / tuned_helpfulness "
-                        "(as finite numbers)")  # fmt: skip
-    drop = base - tuned
+        return None
+    return base, tuned
+
+
+def _worsening(
+    name: str, threshold: float, metrics: dict, section: str, key: str, higher_is_better: bool, what: str
+) -> GateResult:
+    """Worsening base -> tuned of `<section>.<base|tuned>_<key>` <= threshold (same units as the key).
+
+    worsening = base − tuned (a drop) when higher is better, tuned − base (an increase) otherwise.
+    """
+    not_judged = _no_diversity_task(name, threshold, metrics, section)
+    if not_judged is not None:
+        return not_judged
+    pair = _base_and_tuned(metrics, section, key)
+    if pair is None:
+        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+    base, tuned = pair
+    worse, change = (base - tuned, "drop") if higher_is_better else (tuned - base, "increase")
+    passed = worse <= threshold + _SLACK
+    shown, limit = _pair(worse, threshold)
+    sign = "<=" if passed else ">"
+    return GateResult(
+        name, worse, threshold, passed,
+        f"{name}: {change} {shown} {sign} {limit} (tuned {what} {tuned:.2f} vs base {base:.2f})",
+    )  # fmt: skip
+
+
+def _length_drop(name: str, threshold: float, metrics: dict, section: str, key: str) -> GateResult:
+    """(base − tuned) / base mean words <= threshold, i.e. tuned >= (1 − threshold) × base."""
+    not_judged = _no_diversity_task(name, threshold, metrics, section)
+    if not_judged is not None:
+        return not_judged
+    pair = _base_and_tuned(metrics, section, key)
+    if pair is None:
+        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+    base, tuned = pair
+    words = f"tuned {tuned:.1f} words per response vs base {base:.1f}"
+    if base == 0:
+        return GateResult(name, None, threshold, True, f"{name}: base responses are empty, no length to lose ({words})")
+    drop = (base - tuned) / base
     passed = drop <= threshold + _SLACK
     shown, limit = _pair(drop, threshold)
     sign = "<=" if passed else ">"
-    return GateResult(
-        name,
-        drop,
-        threshold,
-        passed,
-        f"{name}: drop {shown} {sign} {limit} (tuned H_norm {tuned:.2f} vs base {base:.2f})",
+    return GateResult(name, drop, threshold, passed, f"{name}: relative drop {shown} {sign} {limit} ({words})")
+
+
+def helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
+    """consistency: base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
+    return _worsening("helpfulness", gate.max_helpfulness_drop, metrics, "consistency", "helpfulness", True, "H_norm")
+
+
+def length(metrics: dict, gate: GateConfig) -> GateResult:
+    """consistency: (base_mean_words − tuned_mean_words) / base_mean_words <= gate.max_length_drop."""
+    return _length_drop("length", gate.max_length_drop, metrics, "consistency", "mean_words")
+
+
+def empty_rate(metrics: dict, gate: GateConfig) -> GateResult:
+    """consistency: tuned_empty_rate − base_empty_rate <= gate.max_empty_rate_increase."""
+    return _worsening(
+        "empty_rate", gate.max_empty_rate_increase, metrics, "consistency", "empty_rate", False, "empty-answer share"
     )
-
-
-# --- coverage -------------------------------------------------------------------------------------
 
 
 def coverage(metrics: dict, gate: GateConfig) -> GateResult:
     """base_coverage − tuned_coverage <= gate.max_coverage_drop (no diversity task: pass, noted)."""
-    name, threshold = "coverage", gate.max_coverage_drop
-    n_tasks = _get(metrics, "diversity", "n_tasks")
-    if n_tasks == 0:
-        return GateResult(name, None, threshold, True, f"{name}: no diversity task evaluated (not judged)")
-    base = _number(_get(metrics, "diversity", "base_coverage"))
-    tuned = _number(_get(metrics, "diversity", "tuned_coverage"))
-    if base is None or tuned is None or not (math.isfinite(base) and math.isfinite(tuned)):
-        return _missing(name, threshold, "diversity.base_coverage / tuned_coverage (as finite numbers)")
-    drop = base - tuned
-    passed = drop <= threshold + _SLACK
-    shown, limit = _pair(drop, threshold)
-    sign = "<=" if passed else ">"
-    return GateResult(
-        name, drop, threshold, passed,
-        f"{name}: drop {shown} {sign} {limit} (tuned valid-set coverage {tuned:.2f} vs base {base:.2f})",
+    return _worsening("coverage", gate.max_coverage_drop, metrics, "diversity", "coverage", True, "valid-set coverage")
+
+
+def diversity_helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
+    """diversity: base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
+    return _worsening(
+        "diversity_helpfulness", gate.max_helpfulness_drop, metrics, "diversity", "helpfulness", True, "H_norm"
+    )
+
+
+def diversity_length(metrics: dict, gate: GateConfig) -> GateResult:
+    """diversity: (base_words − tuned_words) / base_words <= gate.max_length_drop."""
+    return _length_drop("diversity_length", gate.max_length_drop, metrics, "diversity", "words")
+
+
+def diversity_empty_rate(metrics: dict, gate: GateConfig) -> GateResult:
+    """diversity: tuned_empty_rate − base_empty_rate <= gate.max_empty_rate_increase."""
+    return _worsening(
+        "diversity_empty_rate", gate.max_empty_rate_increase, metrics, "diversity", "empty_rate", False,
+        "empty-answer share",
     )  # fmt: skip
 
 
@@ -315,7 +385,12 @@ GATES: dict[str, Callable[[dict, GateConfig], GateResult]] = {
     "gap_reduction": gap_reduction,
     "significance": significance,
     "helpfulness": helpfulness,
+    "length": length,
+    "empty_rate": empty_rate,
     "coverage": coverage,
+    "diversity_helpfulness": diversity_helpfulness,
+    "diversity_length": diversity_length,
+    "diversity_empty_rate": diversity_empty_rate,
 }
 
 

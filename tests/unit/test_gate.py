@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import csv
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from components.config import GateConfig
 from components.registry.gate import (
@@ -23,6 +26,8 @@ GATE = GateConfig(
     max_p_value=0.05,
     max_helpfulness_drop=0.1,
     max_coverage_drop=0.0,
+    max_length_drop=0.5,
+    max_empty_rate_increase=0.05,
     champion_max_gap_increase=0.02,
     champion_max_helpfulness_drop=0.02,
 )
@@ -43,6 +48,8 @@ def good_metrics() -> dict:
             "tuned_helpfulness": 0.50,
             "base_mean_words": 30.0,
             "tuned_mean_words": 28.0,
+            "base_empty_rate": 0.0,
+            "tuned_empty_rate": 0.02,
         },
         "diversity": {
             "n_tasks": 2,
@@ -51,6 +58,9 @@ def good_metrics() -> dict:
             "base_validity": 0.9, "tuned_validity": 0.9,
             "base_coverage": 0.25, "tuned_coverage": 0.5,
             "base_tv_to_uniform": 0.75, "tuned_tv_to_uniform": 0.4,
+            "base_helpfulness": 0.45, "tuned_helpfulness": 0.42,
+            "base_words": 6.0, "tuned_words": 5.0,
+            "base_empty_rate": 0.0, "tuned_empty_rate": 0.0,
         },  # fmt: skip
         "notes": [],
     }
@@ -71,7 +81,8 @@ def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
-        "no_nan", "gap_reduction", "significance", "helpfulness", "coverage",
+        "no_nan", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "coverage",
+        "diversity_helpfulness", "diversity_length", "diversity_empty_rate",
         "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
@@ -192,6 +203,133 @@ def test_helpfulness_boundary_and_gain_pass():
     assert result(gain, "helpfulness")[1].passed
 
 
+# --- length and empty answers (quality guard) -----------------------------------------------------
+
+
+def test_length_fails_on_a_collapse_to_short_answers():
+    # consistency 30 -> 9 words: (30 - 9) / 30 = 0.7 > 0.5
+    decision, gate = result(with_values("consistency", tuned_mean_words=9.0), "length")
+    assert not gate.passed and gate.value == pytest.approx(0.7) and gate.threshold == 0.5
+    assert decision.reasons() == [
+        "length: relative drop 0.70 > 0.50 (tuned 9.0 words per response vs base 30.0)"
+    ]
+    # diversity 6 -> 1.5 words: (6 - 1.5) / 6 = 0.75 > 0.5
+    decision, gate = result(with_values("diversity", tuned_words=1.5), "diversity_length")
+    assert not gate.passed and gate.value == pytest.approx(0.75)
+    assert decision.reasons() == [
+        "diversity_length: relative drop 0.75 > 0.50 (tuned 1.5 words per response vs base 6.0)"
+    ]
+
+
+def test_length_boundary_gain_and_empty_base():
+    # exactly half the base length: drop 0.5 = max_length_drop passes; 14.9 words (drop 0.5033) fails
+    decision, gate = result(with_values("consistency", tuned_mean_words=15.0), "length")
+    assert gate.passed and gate.value == 0.5 and decision.passed
+    decision, gate = result(with_values("consistency", tuned_mean_words=14.9), "length")
+    assert not gate.passed and gate.value == pytest.approx(0.1 / 30 + 0.5)
+    assert gate.reason == "length: relative drop 0.5033 > 0.5 (tuned 14.9 words per response vs base 30.0)"
+    # (3.0 - 2.1) / 3.0 = 0.30000000000000016 in floats: at a 0.3 threshold it passes (slack)
+    tight = GATE.model_copy(update={"max_length_drop": 0.3})
+    rounded = with_values("diversity", base_words=3.0, tuned_words=2.1)
+    assert result(rounded, "diversity_length", tight)[1].passed
+    assert not result(with_values("diversity", base_words=3.0, tuned_words=2.09), "diversity_length", tight)[1].passed
+    # longer answers pass; an empty base has no length to lose
+    assert result(with_values("consistency", tuned_mean_words=90.0), "length")[1].value == pytest.approx(-2.0)
+    decision, gate = result(with_values("consistency", base_mean_words=0.0, tuned_mean_words=0.0), "length")
+    assert gate.passed and gate.value is None and "base responses are empty" in gate.reason
+
+
+def test_empty_rate_fails_when_empty_answers_increase():
+    # consistency 0.05 -> 0.25 empty: +0.20 > 0.05
+    metrics = with_values("consistency", base_empty_rate=0.05, tuned_empty_rate=0.25)
+    decision, gate = result(metrics, "empty_rate")
+    assert not gate.passed and gate.value == pytest.approx(0.2) and gate.threshold == 0.05
+    assert decision.reasons() == [
+        "empty_rate: increase 0.20 > 0.05 (tuned empty-answer share 0.25 vs base 0.05)"
+    ]
+    decision, gate = result(with_values("diversity", tuned_empty_rate=0.125), "diversity_empty_rate")
+    assert not gate.passed and gate.value == 0.125
+    assert [r.split(":")[0] for r in decision.reasons()] == ["diversity_empty_rate"]
+
+
+def test_empty_rate_boundary_and_decrease():
+    # 0.15 - 0.1 = 0.04999999999999999 and 0.35 - 0.3 = 0.04999999999999999: at 0.05, pass
+    assert result(with_values("consistency", base_empty_rate=0.1, tuned_empty_rate=0.15), "empty_rate")[1].passed
+    assert result(with_values("diversity", base_empty_rate=0.3, tuned_empty_rate=0.35), "diversity_empty_rate")[1].passed
+    # 0.1 -> 0.16: +0.06 > 0.05
+    decision, gate = result(with_values("consistency", base_empty_rate=0.1, tuned_empty_rate=0.16), "empty_rate")
+    assert not gate.passed and gate.reason.startswith("empty_rate: increase 0.06 > 0.05")
+    # fewer empty answers than the base: a negative increase
+    assert result(with_values("consistency", base_empty_rate=0.5, tuned_empty_rate=0.0), "empty_rate")[1].value == -0.5
+
+
+def test_diversity_helpfulness_fails_on_large_drop_and_keeps_the_consistency_gate_apart():
+    # diversity 0.45 -> 0.30: drop 0.15 > 0.10; the consistency helpfulness gate is not affected
+    decision, gate = result(with_values("diversity", tuned_helpfulness=0.30), "diversity_helpfulness")
+    assert not gate.passed and gate.value == pytest.approx(0.15) and gate.threshold == 0.1
+    assert decision.reasons() == [
+        "diversity_helpfulness: drop 0.15 > 0.10 (tuned H_norm 0.30 vs base 0.45)"
+    ]
+    assert next(r for r in decision.results if r.name == "helpfulness").value == pytest.approx(0.05)
+
+
+def test_quality_gates_without_diversity_tasks_pass_with_a_note():
+    metrics = good_metrics()
+    metrics["diversity"] = {key: None for key in metrics["diversity"]} | {"n_tasks": 0}
+    decision = evaluate_gates(metrics, GATE)
+    assert decision.passed
+    for name in ("diversity_helpfulness", "diversity_length", "diversity_empty_rate"):
+        gate = next(r for r in decision.results if r.name == name)
+        assert gate.passed and gate.value is None
+        assert gate.reason == f"{name}: no diversity task evaluated (not judged)"
+    # diversity tasks evaluated but a quality key missing: the gate that needs it fails
+    missing = good_metrics()
+    del missing["diversity"]["tuned_words"]
+    decision, gate = result(missing, "diversity_length")
+    assert not gate.passed and gate.reason == "diversity_length: metrics lack diversity.base_words / tuned_words (as finite numbers)"
+
+
+def test_no_nan_requires_the_consistency_quality_numbers():
+    decision, gate = result(with_values("consistency", tuned_mean_words=None, tuned_empty_rate=None), "no_nan")
+    assert not gate.passed and gate.value == 2
+    assert "consistency.tuned_mean_words is null" in gate.reason and "consistency.tuned_empty_rate is null" in gate.reason
+
+
+def test_quality_gate_failure_registers_nothing(tmp_path):
+    """The register step on the repository's default gates: a collapse refuses registration."""
+    from mlflow import MlflowClient
+
+    from components.config import load_params
+    from flows import steps
+
+    root = Path(__file__).resolve().parents[2]
+    gates = yaml.safe_load((root / "params.yaml").read_text())["gate"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"gate": gates}))
+    params = load_params(tmp_path / "params.yaml")
+    assert (params.gate.max_length_drop, params.gate.max_empty_rate_increase) == (0.5, 0.05)
+    metrics = good_metrics()
+    metrics["consistency"]["tuned_mean_words"] = 3.0  # (30 - 3) / 30 = 0.9 > 0.5
+    metrics["diversity"]["tuned_empty_rate"] = 0.5  # +0.5 > 0.05
+    params.paths.reports.mkdir(parents=True)
+    (params.paths.reports / "metrics.json").write_text(json.dumps(metrics))
+
+    refused = steps.register(params)  # no adapter on disk: a refusal must not need one
+
+    assert refused.metrics["passed"] is False
+    assert [r.split(":")[0] for r in refused.metrics["reasons"]] == ["length", "diversity_empty_rate"]
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    assert client.search_registered_models() == []
+    run = client.get_run(refused.run_id)
+    assert run.data.metrics["gate.length.value"] == pytest.approx(0.9)
+    assert run.data.metrics["gate.length.threshold"] == 0.5
+    assert run.data.tags["gate.length"] == "fail" and run.data.tags["gate.empty_rate"] == "pass"
+    assert run.data.tags["gate.diversity_empty_rate"] == "fail" and run.data.tags["gate.passed"] == "false"
+    rows = {r["gate"]: r for r in csv.DictReader((params.paths.registry / "gates.csv").open())}
+    assert rows["length"]["verdict"] == "fail" and float(rows["length"]["value"]) == pytest.approx(0.9)
+    assert rows["diversity_length"]["verdict"] == "pass"
+    assert "| diversity_empty_rate | 0.5 | 0.05 | fail |" in (params.paths.registry / "gates.md").read_text()
+
+
 # --- decision -------------------------------------------------------------------------------------
 
 
@@ -201,20 +339,23 @@ def test_missing_consistency_fails_every_gate_that_needs_it():
     decision = evaluate_gates(metrics, GATE)
     assert not decision.passed
     failed = {reason.split(":")[0] for reason in decision.reasons()}
-    assert failed == {"gap_reduction", "significance", "helpfulness"}
+    assert failed == {"gap_reduction", "significance", "helpfulness", "length", "empty_rate"}
     # with a champion to compare against, the champion gates need the consistency metrics too
     decision = evaluate_gates(metrics, GATE, Champion("1", good_metrics()))
     failed = {reason.split(":")[0] for reason in decision.reasons()}
-    assert failed == {"gap_reduction", "significance", "helpfulness", "champion_gap", "champion_helpfulness"}
+    assert failed == {
+        "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "champion_gap", "champion_helpfulness",
+    }  # fmt: skip
 
 
 def test_several_failures_are_all_reported():
     metrics = with_values(
-        "consistency", relative_gap_reduction=-0.5, p_value=0.5, tuned_helpfulness=0.1
-    )
+        "consistency", relative_gap_reduction=-0.5, p_value=0.5, tuned_helpfulness=0.1,
+        tuned_mean_words=5.0, tuned_empty_rate=0.5,
+    )  # fmt: skip
     decision = evaluate_gates(metrics, GATE)
     assert [reason.split(":")[0] for reason in decision.reasons()] == [
-        "gap_reduction", "significance", "helpfulness",
+        "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
     ]  # fmt: skip
     assert decision.to_dict()["passed"] is False
 
