@@ -11,7 +11,8 @@ per step. A failing validation stops the flow before training; a refused gate re
   when their inputs (params sections, source files, templates) are unchanged *and* their output
   folders are as the last run left them; a DVC run that deleted or rewrote them forces a rebuild.
   Train/evaluate/register are never cached (costly to key, and their outputs are DVC outs).
-- Artifacts: validation summary, metrics table, gate verdicts, and the run summary.
+- Artifacts: validation summary, evaluation summary (the report's summary.md) and metrics table,
+  gate verdicts, and the run summary.
 """
 
 from __future__ import annotations
@@ -170,6 +171,9 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
         record(_run(train_task, params, parent))
         evaluated = _run(evaluate_task, params, parent)
         record(evaluated)
+        create_markdown_artifact(
+            Path(evaluated.outputs["summary"]).read_text(), key="evaluation-summary", description="base vs tuned, held-out"
+        )
         create_table_artifact(metrics_rows(evaluated.metrics), key="evaluation-metrics", description="base vs tuned, held-out")
         registered = _run(register_task, params, parent)
         record(registered)

@@ -5,7 +5,8 @@
 - `plot_answer_frequency`: per diversity task, how often each valid answer was given, base vs tuned.
 - `plot_metric_deltas`: tuned − base per metric with its bootstrap CI (one row per metric, each
   on its own scale), marked when significant after Benjamini–Hochberg.
-Each writes a PNG to `path`.
+Each writes a PNG to `path`. `answer_frequency_long` and `metric_deltas_frame` are the data behind
+two of them as flat tables (the CSVs that DVC plots).
 """
 
 from __future__ import annotations
@@ -120,9 +121,24 @@ def plot_answer_frequency(diversity: pd.DataFrame, path: Path, max_answers: int 
     figure.savefig(path, format="png")
 
 
+METRIC_DELTA_COLUMNS = ["metric", "delta", "ci_low", "ci_high", "q_bh", "significant"]
+
+
+def _base_vs_tuned(comparisons: list[Comparison]) -> list[Comparison]:
+    return [c for c in comparisons if c.family == "base_vs_tuned" and c.delta is not None]
+
+
+def metric_deltas_frame(comparisons: list[Comparison]) -> pd.DataFrame:
+    """One row per base-vs-tuned metric: delta = mean(tuned − base), its bootstrap CI
+    [ci_low, ci_high], the Benjamini–Hochberg q-value and whether q < alpha (the variant-vs-variant
+    family is left out: its rows repeat one metric name per model and axis)."""
+    rows = [{k: getattr(c, k) for k in METRIC_DELTA_COLUMNS} for c in _base_vs_tuned(comparisons)]
+    return pd.DataFrame(rows, columns=METRIC_DELTA_COLUMNS)
+
+
 def plot_metric_deltas(comparisons: list[Comparison], path: Path) -> None:
     """tuned − base per metric with its bootstrap CI; filled marker: BH-significant."""
-    rows = [c for c in comparisons if c.family == "base_vs_tuned" and c.delta is not None]
+    rows = _base_vs_tuned(comparisons)
     height = max(2.0, 0.55 * len(rows) + 1.0)
     figure = _figure(7.0, height)
     if not rows:

@@ -10,7 +10,8 @@ metrics.json holds the gate's inputs (`consistency`, `diversity`), which engine 
 (`engine`, with the fallback recorded) and `notes`; it holds no null outside the places the
 gate allows one, and no timing (so `dvc metrics diff` compares results only). The per-metric tests
 with bootstrap CIs and Benjamini–Hochberg q-values, and the generation throughput, go to
-statistics.json and comparisons.csv (values there may be null).
+statistics.json and comparisons.csv (values there may be null); metric_deltas.csv holds the
+base-vs-tuned rows alone (metric, delta, CI, q-value), the table behind DVC's `metric_deltas` plot.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.html_report import render_html
 from components.evaluation.plots import (
     answer_frequency_long,
+    metric_deltas_frame,
     plot_answer_frequency,
     plot_coverage,
     plot_gaps,
@@ -44,6 +46,7 @@ class ReportFiles:
     metrics: Path
     statistics: Path
     comparisons: Path
+    metric_deltas_csv: Path
     per_group_consistency: Path
     per_group_diversity: Path
     entropy_gap_csv: Path
@@ -135,7 +138,10 @@ DIVERSITY_ROWS = (
     ("JS distance to uniform (lower is better)", "base_js_to_uniform", "tuned_js_to_uniform"),
     ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
     ("words per response", "base_words", "tuned_words"),
+    ("empty responses (share)", "base_empty_rate", "tuned_empty_rate"),
 )
+
+_CONSISTENCY_NAMES = {name for name, _, _ in CONSISTENCY_ROWS}  # a diversity row of the same name says so
 
 
 def engine_banner(metrics: dict) -> str:
@@ -173,7 +179,7 @@ def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) 
     for part, name, base_key, tuned_key in rows:
         base, tuned = section[part].get(base_key), section[part].get(tuned_key)
         digits = 1 if "words" in base_key else 3
-        label = f"{name} (diversity tasks)" if part == "diversity" and base_key in ("base_helpfulness", "base_words") else name
+        label = f"{name} (diversity tasks)" if part == "diversity" and name in _CONSISTENCY_NAMES else name
         lines.append(
             f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
         )
@@ -237,6 +243,7 @@ def write_report(
         metrics=out_dir / "metrics.json",
         statistics=out_dir / "statistics.json",
         comparisons=out_dir / "comparisons.csv",
+        metric_deltas_csv=out_dir / "metric_deltas.csv",
         per_group_consistency=out_dir / "per_group_consistency.csv",
         per_group_diversity=out_dir / "per_group_diversity.csv",
         entropy_gap_csv=out_dir / "entropy_gap.csv",
@@ -261,6 +268,7 @@ def write_report(
     _atomic_write(files.entropy_gap_csv, lambda p: gap_long_format(consistency).to_csv(p, index=False))
     _atomic_write(files.answer_frequency_csv, lambda p: answer_frequency_long(diversity).to_csv(p, index=False))
     _atomic_write(files.comparisons, lambda p: comparisons_frame(comparisons).to_csv(p, index=False))
+    _atomic_write(files.metric_deltas_csv, lambda p: metric_deltas_frame(comparisons).to_csv(p, index=False))
     _atomic_write(files.statistics, lambda p: p.write_text(statistics_text))
     _atomic_write(files.entropy_gap_png, lambda p: plot_gaps(consistency, summary, p))
     _atomic_write(files.coverage_png, lambda p: plot_coverage(diversity, p))

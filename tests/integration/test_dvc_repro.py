@@ -48,6 +48,18 @@ def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness)
     plots = json.loads(dvc(project, "plots", "show", "--json"))
     assert {"entropy_gap_per_group", "training"} <= set(plots["data"])
     assert plots["data"]["entropy_gap_per_group"][0]["type"] == "vega"
+    # every plot drawn from the evaluate stage's outputs exists and renders (vega: tables, image: PNGs)
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    evaluate_outs = {next(iter(out)) if isinstance(out, dict) else out for out in pipeline["stages"]["evaluate"]["outs"]}
+    checked = []
+    for plot in pipeline["plots"]:
+        name, sources = (plot, [plot]) if isinstance(plot, str) else (next(iter(plot)), list(next(iter(plot.values()))["y"]))
+        if set(sources) <= evaluate_outs:  # else another stage's plot (training)
+            assert all((project / source).is_file() for source in sources), name
+            (shown,) = plots["data"][name]
+            assert shown["type"] == ("image" if name.endswith(".png") else "vega"), name
+            checked.append(name)
+    assert {"entropy_gap_per_group", "coverage_per_task", "metric_deltas", "data/reports/metric_deltas.png"} <= set(checked)
 
     again = dvc(project, "repro")
     assert "didn't change, skipping" in again and "Running stage" not in again

@@ -6,6 +6,7 @@ import mlflow
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
+from prefect.artifacts import Artifact
 
 from components.config import load_params
 from flows import steps
@@ -15,6 +16,7 @@ from tests.conftest import make_project, seed_tiny_model
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 STEPS = ["build_groups", "validate_groups", "prepare_base_model", "train", "evaluate", "register"]
+PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png"]
 
 
 def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, prefect_harness):
@@ -44,6 +46,13 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     assert by_name["train"].data.params["train.samples_per_prompt"] == "3"
     history = client.get_metric_history(by_name["train"].info.run_id, "train.loss")
     assert [m.step for m in history] == [1, 2]
+    # the evaluate run holds the plots and the report files
+    evaluate_run = by_name["evaluate"].info.run_id
+    plots = {f.path for f in client.list_artifacts(evaluate_run, "evaluation/plots")}
+    assert plots == {f"evaluation/plots/{name}" for name in PLOTS}
+    logged = {f.path for f in client.list_artifacts(evaluate_run, "evaluation")}
+    for name in ("report.html", "summary.md", "metric_deltas.csv", "comparisons.csv", "metrics.json"):
+        assert f"evaluation/{name}" in logged
 
     # the step outputs are where params.yaml says
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
@@ -58,6 +67,14 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     tuned = samples[samples.model == "tuned"].text.tolist()
     assert len(base) == len(tuned) > 0 and base != tuned
     assert json.loads((params.paths.registry / "decision.json").read_text())["version"] == reg["version"]
+
+    # Prefect artifacts: the evaluation's summary.md as markdown, beside the other summaries
+    evaluation = Artifact.get("evaluation-summary")
+    assert evaluation is not None and evaluation.type == "markdown"
+    assert evaluation.data == (params.paths.reports / "summary.md").read_text()
+    assert evaluation.data.startswith("# Evaluation: base vs tuned")
+    for key in ("validation-summary", "evaluation-metrics", "gate-verdicts", "retrain-summary"):
+        assert Artifact.get(key) is not None, key
 
     # the registered model loads by alias and generates text
     mlflow.set_tracking_uri(params.tracking.uri)

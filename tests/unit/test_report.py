@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
+from components.evaluation.plots import METRIC_DELTA_COLUMNS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, summarize
 from components.evaluation.report import render_markdown, write_report
 
@@ -177,6 +178,16 @@ def test_write_report_files(tmp_path):
     assert len(statistics["base_vs_tuned"]) + len(statistics["variants"]) == len(comparisons)
     table = pd.read_csv(files.comparisons)
     assert list(table.columns) == COMPARISON_COLUMNS and len(table) == len(comparisons)
+    # the DVC bar plot's table: base vs tuned alone, one row per metric, with its CI
+    deltas = pd.read_csv(files.metric_deltas_csv)
+    assert list(deltas.columns) == METRIC_DELTA_COLUMNS == ["metric", "delta", "ci_low", "ci_high", "q_bh", "significant"]
+    by_tuned = table[table.family == "base_vs_tuned"]
+    assert list(deltas.metric) == list(by_tuned.metric) and deltas.metric.is_unique
+    assert "response_entropy" not in set(deltas.metric)  # the variants family stays in comparisons.csv
+    gap = deltas.set_index("metric").loc["consistency.gap"]
+    assert gap["delta"] == pytest.approx(1.05 / 3 - 1.6 / 3)
+    assert gap["ci_low"] <= gap["delta"] <= gap["ci_high"]
+    assert deltas[["delta", "ci_low", "ci_high"]].notna().all().all()
     frequencies = pd.read_csv(files.answer_frequency_csv)
     d0_tuned = frequencies[(frequencies.group_id == "d0") & (frequencies.model == "tuned")]
     assert dict(zip(d0_tuned.answer, d0_tuned["count"])) == {"red": 1, "green": 1, "blue": 1}
@@ -211,6 +222,8 @@ def test_write_report_with_empty_diversity_and_nulls(tmp_path):
     assert json.loads(files.metrics.read_text())["consistency"]["p_value"] is None
     assert list(pd.read_csv(files.per_group_diversity).columns) == DIVERSITY_COLUMNS
     assert "n/a" in files.summary.read_text()
+    deltas = pd.read_csv(files.metric_deltas_csv)  # no comparisons: the header alone
+    assert list(deltas.columns) == METRIC_DELTA_COLUMNS and deltas.empty
 
 
 def test_write_report_refuses_nan_before_writing(tmp_path):
@@ -227,5 +240,7 @@ def test_render_markdown_table_rows():
     gap_row = "| entropy gap (nats, lower is more consistent) | 0.533 | 0.350 | -0.183 (-34.4%) |"
     assert gap_row in text
     assert "| coverage of valid answers | 0.375 | 0.875 |" in text
+    assert "| empty responses (share) | 0.000 | 0.250 | +0.250 |" in text  # consistency, base 0: no %
+    assert "| empty responses (share) (diversity tasks) | 0.000 | 0.125 | +0.125 |" in text
     no_diversity = render_markdown(summarize(consistency_frame(), pd.DataFrame(), alpha=0.01))
     assert "distinct-1" not in no_diversity
