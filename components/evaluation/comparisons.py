@@ -3,11 +3,19 @@
 - ``base_vs_tuned``: for every per-group metric (consistency: `records.CONSISTENCY_METRICS`,
   diversity: `records.DIVERSITY_METRICS`), the tuned value against the base value of the same
   group (same prompts, same seeds): paired t-test, Wilcoxon, bootstrap CI of tuned − base.
-- ``variants``: for each model and each variant axis (e.g. gender), the mean response entropy of
-  the groups' variants with value B against value A (values in sorted order), paired by group: is
-  one variant answered with more information than the other?
+- ``variants``: for each model, each variant axis (e.g. gender) and each pair of its values A < B
+  (sorted), the groups' mean response entropy, helpfulness (H_norm) and length (words) of the
+  variants with value B against value A (`records.AXIS_METRICS`), paired by group: is one variant
+  answered with more information, more helpfully or at greater length than the other?
 
-Benjamini–Hochberg is applied within each family across the metrics reported.
+Every comparison gives a paired t-test, a Wilcoxon signed-rank test and a paired bootstrap CI of
+the mean of b − a; Benjamini–Hochberg is applied within each family across all the comparisons
+reported in it (every metric, model, axis and pair of values).
+
+Every bootstrap uses the same `seed`. Comparisons over the same number of groups therefore
+resample the same groups (common random numbers): the intervals of different metrics come from
+one joint bootstrap over groups, and a comparison's interval does not depend on which other
+comparisons are made or in what order.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from components.evaluation.records import CONSISTENCY_METRICS, DIVERSITY_METRICS, MODELS
+from components.evaluation.records import AXIS_METRICS, CONSISTENCY_METRICS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison, adjust, compare
 
 COMPARISON_COLUMNS = [
@@ -39,32 +47,42 @@ def _base_vs_tuned(frame: pd.DataFrame, task: str, metrics: Sequence[str], setti
     ]
 
 
+def _axis_table(frame: pd.DataFrame, column: str) -> list[dict[str, float]]:
+    """Per group {"axis=value": mean} from a JSON column; {} for a missing column or empty cell
+    (tables written before the column existed still compare on the columns they have)."""
+    if column not in frame.columns:
+        return [{} for _ in range(len(frame))]
+    return [json.loads(text) if isinstance(text, str) and text else {} for text in frame[column]]
+
+
 def _variants(frame: pd.DataFrame, settings: dict) -> list[Comparison]:
     out: list[Comparison] = []
     if frame.empty:
         return out
     for model in MODELS:
-        per_group = [json.loads(text) for text in frame[f"{model}_axis_entropy"]]
+        tables = {metric: _axis_table(frame, f"{model}_{column}") for metric, column in AXIS_METRICS.items()}
         axes: dict[str, set[str]] = {}
-        for entropies in per_group:
-            for key in entropies:
-                axis, value = key.split("=", 1)
-                axes.setdefault(axis, set()).add(value)
+        for per_group in tables.values():
+            for means in per_group:
+                for key in means:
+                    axis, value = key.split("=", 1)
+                    axes.setdefault(axis, set()).add(value)
         for axis, values in sorted(axes.items()):
             for a, b in itertools.combinations(sorted(values), 2):
                 ka, kb = f"{axis}={a}", f"{axis}={b}"
-                pairs = [(e[ka], e[kb]) for e in per_group if ka in e and kb in e]
-                if not pairs:
-                    continue
-                xs, ys = zip(*pairs)
-                out.append(compare("variants", "response_entropy", xs, ys, labels=(ka, kb), model=model, **settings))
+                for metric, per_group in tables.items():
+                    pairs = [(m[ka], m[kb]) for m in per_group if ka in m and kb in m]
+                    if not pairs:
+                        continue
+                    xs, ys = zip(*pairs)
+                    out.append(compare("variants", metric, xs, ys, labels=(ka, kb), model=model, **settings))
     return out
 
 
 def compare_all(
     consistency: pd.DataFrame, diversity: pd.DataFrame, *, alpha: float, n_resamples: int, confidence: float, seed: int
 ) -> list[Comparison]:
-    """Both families, each Benjamini–Hochberg adjusted; bootstrap seeds are derived from `seed`."""
+    """Both families, each Benjamini–Hochberg adjusted; every bootstrap uses `seed` (module docstring)."""
     settings = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
     tuned = _base_vs_tuned(consistency, "consistency", CONSISTENCY_METRICS, settings)
     tuned += _base_vs_tuned(diversity, "diversity", DIVERSITY_METRICS, settings)

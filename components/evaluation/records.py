@@ -39,7 +39,7 @@ from components.evaluation.metrics import (
     vendi_score,
 )
 from components.evaluation.statistics import paired_test
-from components.rewards.entropy import response_entropy
+from components.rewards.entropy import normalized_entropy, response_entropy, words
 
 MODELS = ("base", "tuned")
 
@@ -61,7 +61,10 @@ def _paired(names: Sequence[str]) -> list[str]:
 CONSISTENCY_COLUMNS = [
     "group_id", "domain", "n_variants", *_paired(CONSISTENCY_METRICS),
     "base_variant_entropy", "tuned_variant_entropy", "base_axis_entropy", "tuned_axis_entropy",
+    "base_axis_helpfulness", "tuned_axis_helpfulness", "base_axis_words", "tuned_axis_words",
 ]  # fmt: skip
+# variant A vs B: metric name in comparisons -> per-group JSON column {"axis=value": mean} (per model)
+AXIS_METRICS = {"response_entropy": "axis_entropy", "helpfulness": "axis_helpfulness", "words": "axis_words"}
 DIVERSITY_COLUMNS = [
     "group_id", "domain", "n_samples", "n_valid_answers", *_paired(DIVERSITY_METRICS),
     "base_answer_counts", "tuned_answer_counts",
@@ -95,18 +98,27 @@ def _check_samples(group: PromptGroup, model: str, samples: dict[str, list[str]]
             )
 
 
-def axis_entropies(group: PromptGroup, samples: dict[str, list[str]]) -> dict[str, float]:
-    """Mean response entropy per value of each variant axis: "axis=value" -> mean_{o of members with that value} H(o)."""
+def axis_means(group: PromptGroup, samples: dict[str, list[str]], score: Callable[[str], float]) -> dict[str, float]:
+    """Mean score per value of each variant axis: "axis=value" -> mean_{o of members with that value} score(o).
+
+    Samples are pooled over the members sharing the value (a member with more samples weighs more);
+    members without the axis in their attributes are left out of it.
+    """
     out: dict[str, float] = {}
     for axis in group.variant_axes:
         by_value: dict[str, list[float]] = {}
         for member in group.members:
             value = member.attributes.get(axis)
             if value is not None:
-                by_value.setdefault(value, []).extend(response_entropy(t) for t in samples[member.variant_id])
-        for value, entropies in by_value.items():
-            out[f"{axis}={value}"] = float(np.mean(entropies))
+                by_value.setdefault(value, []).extend(score(t) for t in samples[member.variant_id])
+        for value, scores in by_value.items():
+            out[f"{axis}={value}"] = float(np.mean(scores))
     return out
+
+
+def axis_entropies(group: PromptGroup, samples: dict[str, list[str]]) -> dict[str, float]:
+    """Mean response entropy per value of each variant axis: "axis=value" -> mean H(o) (see `axis_means`)."""
+    return axis_means(group, samples, response_entropy)
 
 
 def consistency_record(
@@ -122,8 +134,9 @@ def consistency_record(
     the variants' mean response entropies; semantic_agreement = share of all the group's samples in
     the modal meaning cluster; cross_variant_cosine = mean embedding cosine between samples of
     different variants; helpfulness = mean H_norm, words = mean length, empty_rate = share of empty
-    answers over all samples; *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy = JSON
-    {"axis=value": mean H} (variant A vs B comparisons).
+    answers over all samples; *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy,
+    *_axis_helpfulness, *_axis_words = JSON {"axis=value": mean H, mean H_norm, mean length} over
+    the samples of the variants with that value (variant A vs B comparisons, `AXIS_METRICS`).
     """
     if group.task != "consistency":
         raise ValueError(f"group {group.group_id!r} is a {group.task!r} task, not consistency")
@@ -144,6 +157,10 @@ def consistency_record(
         row[f"{model}_empty_rate"] = empty_rate(texts)
         row[f"{model}_variant_entropy"] = json.dumps(means, sort_keys=True)
         row[f"{model}_axis_entropy"] = json.dumps(axis_entropies(group, samples), sort_keys=True)
+        helpfulness = axis_means(group, samples, lambda text: normalized_entropy(text, max_words))
+        row[f"{model}_axis_helpfulness"] = json.dumps(helpfulness, sort_keys=True)
+        lengths = axis_means(group, samples, lambda text: len(words(text)))
+        row[f"{model}_axis_words"] = json.dumps(lengths, sort_keys=True)
     return {column: row[column] for column in CONSISTENCY_COLUMNS}
 
 

@@ -10,11 +10,12 @@ import torch
 
 from components.config import EvalConfig, LoraConfig, Params, ParamsError, load_params
 from components.data.schema import Member, PromptGroup
-from components.evaluation.run import EvaluationInputError, check_checkpoint, select_heldout
+from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_heldout
 from components.generation.engines import EngineChoice, open_engine
 from components.generation.sampling import SamplingConfig
 from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
 from tests.conftest import ROOT
+from tests.grpo_data import consistency_groups
 
 
 def group(gid: str, task: str = "consistency", split: str = "heldout", members: int = 2, **kw) -> PromptGroup:
@@ -24,9 +25,11 @@ def group(gid: str, task: str = "consistency", split: str = "heldout", members: 
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, tiny_model_dir):
-    """A real groupwise checkpoint of the tiny model: LoRA with random non-zero B, state naming the base."""
+def tiny_checkpoint(tmp_path_factory, tiny_model_dir, b_std: float):
+    """A real groupwise checkpoint of the tiny model: LoRA with B ~ N(0, b_std²) (0: all zero), state naming the base.
+
+    A keeps peft's random (non-zero) initialisation, so B alone decides whether the adapter acts.
+    """
     from components.grpo.checkpoint import save_checkpoint
     from components.models.lora import attach_lora
     from components.models.provision import load_base_model, read_provenance
@@ -36,12 +39,25 @@ def checkpoint(tmp_path_factory, tiny_model_dir):
     torch.manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0.0, 0.5)
+            if "lora_B" in name and b_std:
+                param.normal_(0.0, b_std)
+            elif "lora_B" in name:
+                param.zero_()
     provenance = read_provenance(tiny_model_dir)
     out = tmp_path_factory.mktemp("ckpt") / "latest"
     save_checkpoint(out, model, {"base_model_sha256": provenance.weights_sha256, "base_model_source": "tiny"}, [])
     return out
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, tiny_model_dir):
+    return tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
+
+
+@pytest.fixture(scope="module")
+def identity_checkpoint(tmp_path_factory, tiny_model_dir):
+    """LoRA whose B matrices are all zero: B·A·x = 0, so the tuned model is the base model."""
+    return tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.0)
 
 
 # --- evaluation set -------------------------------------------------------------------------------
@@ -148,6 +164,47 @@ def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkp
     assert [[s.completion_ids for s in row] for row in tuned] != [[s.completion_ids for s in row] for row in base]
     assert texts(engine.generate(prompts, cfg)) == texts(base)  # adapter disabled for the base model again
     engine.close()
+
+
+def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_checkpoint, monkeypatch):
+    """With a zero adapter (tuned = base) evaluate_models must give the tuned model the base's texts,
+    sample by sample: any difference would come from different prompts, order or seeds."""
+    import numpy as np
+
+    calls = []
+    real_generate = TransformersGenerationEngine.generate
+
+    def recording_generate(self, prompts, cfg, adapter=None):
+        calls.append((list(prompts), cfg, adapter))
+        return real_generate(self, prompts, cfg, adapter)
+
+    monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
+    # one embedding per distinct text (the sentence model is not what is tested here)
+    monkeypatch.setattr(
+        "components.embeddings.embed",
+        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
+    )
+    params = Params()
+    small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5}
+    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
+    groups.append(group("colors", task="diversity", members=1, valid_answers=["red", "blue"]))
+    frames = evaluate_models(params, groups, tiny_model_dir, identity_checkpoint)
+
+    (base_prompts, base_cfg, base_adapter), (tuned_prompts, tuned_cfg, tuned_adapter) = calls
+    assert base_prompts == tuned_prompts and base_cfg == tuned_cfg and base_cfg.seed == params.seed
+    assert base_adapter is None and tuned_adapter == identity_checkpoint / "adapter"
+
+    samples = frames.samples
+    key = ["group_id", "variant_id", "sample"]
+    base = samples[samples["model"] == "base"].set_index(key).sort_index()
+    tuned = samples[samples["model"] == "tuned"].set_index(key).sort_index()
+    assert len(base) == len(tuned) == (2 * 2 + 1) * 2
+    assert base.index.equals(tuned.index)
+    assert base["text"].tolist() == tuned["text"].tolist()
+    assert base["n_tokens"].tolist() == tuned["n_tokens"].tolist()
+    assert base["n_tokens"].sum() > 0  # something was generated
+    assert (frames.consistency["base_gap"] == frames.consistency["tuned_gap"]).all()
 
 
 def test_transformers_engine_reports_an_unloadable_model(tmp_path):

@@ -153,7 +153,8 @@ def test_mean_helpfulness_and_words():
 # --- records --------------------------------------------------------------------------------------
 
 # Hand-made embeddings (not a model): each distinct word-set gets a fixed unit vector, so cosines,
-# clusters and Vendi scores can be computed by hand. The real embedder is tested in test_eval_semantic.
+# clusters and Vendi scores can be computed by hand. threshold_clusters is tested in
+# test_meaning_clusters; the real embedder in test_grpo_engine (SEED-GRPO paraphrase clusters).
 AXES = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
 
 
