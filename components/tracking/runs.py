@@ -23,12 +23,39 @@ def configure(cfg: TrackingConfig) -> str:
     if cfg.uri.startswith("sqlite:///"):
         Path(cfg.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     experiment = mlflow.get_experiment_by_name(cfg.experiment)
-    if experiment is None:
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
         if is_server(cfg.uri):  # the server stores (proxies) artifacts: clients need no store access
             return mlflow.create_experiment(cfg.experiment)
         cfg.artifact_location.mkdir(parents=True, exist_ok=True)
         return mlflow.create_experiment(cfg.experiment, artifact_location=cfg.artifact_location.as_uri())
-    return experiment.experiment_id
+    except Exception as exc:
+        # Another process created it between our lookup and our create (two flows against a fresh
+        # store): use theirs. Anything else, or a "duplicate" we then cannot find, is re-raised.
+        if not _already_exists(exc):
+            raise
+        experiment = mlflow.get_experiment_by_name(cfg.experiment)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+_UNIQUE_VIOLATION = ("unique constraint", "duplicate key", "duplicate entry", "already exists")
+
+
+def _already_exists(exc: BaseException) -> bool:
+    """A create that lost a race: MLflow's RESOURCE_ALREADY_EXISTS (what the SQL store raises on the
+    unique name, and what a server relays as a RestException), or a raw unique-constraint violation
+    from the database (a store that surfaces it at commit time, e.g. as BAD_REQUEST)."""
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    if exc.error_code == "RESOURCE_ALREADY_EXISTS":
+        return True
+    message = str(exc).lower()
+    return any(marker in message for marker in _UNIQUE_VIOLATION)
 
 
 def is_server(uri: str) -> bool:

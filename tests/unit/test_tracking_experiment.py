@@ -1,0 +1,87 @@
+"""`configure` gets or creates the experiment race-safely: two flows starting at once against a fresh
+tracking store both see no experiment, both create it, and the loser must use the winner's."""
+
+from __future__ import annotations
+
+import threading
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from components.config import TrackingConfig
+from components.tracking import runs
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()  # create the schema once, outside the race under test
+    return TrackingConfig(uri=uri, artifact_location=tmp_path / "artifacts", experiment="groupwise")
+
+
+def test_experiment_created_by_someone_else_between_lookup_and_create(cfg, monkeypatch):
+    """Deterministic interleaving: our lookup sees nothing, then a second, real client creates the
+    experiment before our create runs (the store raises RESOURCE_ALREADY_EXISTS)."""
+    real_lookup = mlflow.get_experiment_by_name
+    other = MlflowClient(cfg.uri)
+    created: list[str] = []
+
+    def lookup_then_lose_the_race(name):
+        found = real_lookup(name)
+        if found is None and not created:
+            created.append(other.create_experiment(name, artifact_location=cfg.artifact_location.as_uri()))
+        return found
+
+    monkeypatch.setattr(mlflow, "get_experiment_by_name", lookup_then_lose_the_race)
+    experiment_id = runs.configure(cfg)
+
+    assert created and experiment_id == created[0]
+    assert [e.name for e in other.search_experiments() if e.name == "groupwise"] == ["groupwise"]
+
+
+def test_concurrent_configure_agrees_on_one_experiment(cfg):
+    """Real concurrency: threads released together by a barrier all get the same experiment."""
+    barrier = threading.Barrier(6)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker():
+        try:
+            barrier.wait()
+            results.append(runs.configure(cfg))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(barrier.parties)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not errors, errors
+    assert len(results) == barrier.parties and len(set(results)) == 1
+    names = [e.name for e in MlflowClient(cfg.uri).search_experiments()]
+    assert names.count("groupwise") == 1
+
+
+def test_other_create_errors_are_not_swallowed(cfg):
+    bad = cfg.model_copy(update={"experiment": "x" * 1000})  # over MLflow's name length limit
+    with pytest.raises(MlflowException) as info:
+        runs.configure(bad)
+    assert info.value.error_code == "INVALID_PARAMETER_VALUE"
+
+
+def test_already_exists_classification():
+    from mlflow.exceptions import RestException
+    from mlflow.protos.databricks_pb2 import BAD_REQUEST, RESOURCE_ALREADY_EXISTS
+
+    assert runs._already_exists(MlflowException("Experiment(name=g) already exists.", RESOURCE_ALREADY_EXISTS))
+    # what a tracking server relays to the client
+    assert runs._already_exists(RestException({"error_code": "RESOURCE_ALREADY_EXISTS", "message": "exists"}))
+    # a violation surfacing at commit: the store wraps the IntegrityError as BAD_REQUEST
+    assert runs._already_exists(MlflowException("(psycopg2.errors.UniqueViolation) duplicate key value", BAD_REQUEST))
+    assert runs._already_exists(MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: experiments.name", BAD_REQUEST))
+    assert not runs._already_exists(MlflowException("database is locked", "TEMPORARILY_UNAVAILABLE"))
+    assert not runs._already_exists(ValueError("already exists"))
