@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from functools import lru_cache
 
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -27,8 +28,12 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+@lru_cache(maxsize=1 << 16)
 def response_entropy(text: str) -> float:
-    """H(o) = -sum_w p_w log p_w over the word distribution of the response (nats)."""
+    """H(o) = -sum_w p_w log p_w over the word distribution of the response (nats).
+
+    Cached: evaluation asks for the same response's entropy for several metrics.
+    """
     tokens = words(text)
     if not tokens:
         return 0.0

@@ -64,6 +64,27 @@ def test_self_bleu_by_hand():
         self_bleu(["alone"])
 
 
+def test_self_bleu_equals_sacrebleu_sentence_bleu():
+    """The cached-n-gram computation gives sacrebleu's own sentence BLEU, sample by sample."""
+    from statistics import fmean
+
+    from sacrebleu.metrics import BLEU
+
+    rng = np.random.default_rng(7)
+    vocab = ["the", "cat", "sat", "on", "mat", "red", "blue", "a", "dog", ",", ".", "isn't", "(x)", "42"]
+    cases = [
+        [" ".join(rng.choice(vocab, size=rng.integers(0, 14))) for _ in range(int(rng.integers(2, 9)))]
+        for _ in range(60)
+    ]
+    cases += [["", "a b"], ["a b c", "a b c", "x"], ["one two", "one two three four", "one"]]  # empty, duplicates, length ties
+    bleu = BLEU(effective_order=True)
+    for texts in cases:
+        expected = fmean(
+            bleu.sentence_score(t, [o for j, o in enumerate(texts) if j != i]).score for i, t in enumerate(texts)
+        ) / 100.0
+        assert self_bleu(texts) == pytest.approx(expected, rel=1e-12, abs=1e-12), texts
+
+
 def test_vendi_score_by_hand():
     assert vendi_score(np.stack([X, X, X])) == pytest.approx(1.0)  # K/n has eigenvalues (1, 0, 0)
     assert vendi_score(np.stack([X, Y])) == pytest.approx(2.0)  # (1/2, 1/2): exp(ln 2)
