@@ -118,6 +118,13 @@ def _pair(value: float, threshold: float) -> tuple[str, str]:
     return shown
 
 
+def _at_most(value: float, threshold: float) -> tuple[bool, str]:
+    """(value <= threshold, "value <= threshold" or "value > threshold" as shown by `_pair`)."""
+    passed = value <= threshold + _SLACK
+    shown, limit = _pair(value, threshold)
+    return passed, f"{shown} {'<=' if passed else '>'} {limit}"
+
+
 METRIC_TAG_PREFIX = "metric."  # model-version tags holding the evaluation metrics at registration
 
 
@@ -295,6 +302,18 @@ def _base_and_tuned(metrics: dict, section: str, key: str) -> tuple[float, float
     return base, tuned
 
 
+def _section_pair(name: str, threshold: float, metrics: dict, section: str, key: str) -> tuple[float, float] | GateResult:
+    """(base, tuned) `<section>.<base|tuned>_<key>`, or the result that settles the gate at once:
+    a pass noted when no diversity task was evaluated, a failure when a value is missing."""
+    not_judged = _no_diversity_task(name, threshold, metrics, section)
+    if not_judged is not None:
+        return not_judged
+    pair = _base_and_tuned(metrics, section, key)
+    if pair is None:
+        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+    return pair
+
+
 def _worsening(
     name: str, threshold: float, metrics: dict, section: str, key: str, higher_is_better: bool, what: str
 ) -> GateResult:
@@ -302,40 +321,30 @@ def _worsening(
 
     worsening = base − tuned (a drop) when higher is better, tuned − base (an increase) otherwise.
     """
-    not_judged = _no_diversity_task(name, threshold, metrics, section)
-    if not_judged is not None:
-        return not_judged
-    pair = _base_and_tuned(metrics, section, key)
-    if pair is None:
-        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+    pair = _section_pair(name, threshold, metrics, section, key)
+    if isinstance(pair, GateResult):
+        return pair
     base, tuned = pair
     worse, change = (base - tuned, "drop") if higher_is_better else (tuned - base, "increase")
-    passed = worse <= threshold + _SLACK
-    shown, limit = _pair(worse, threshold)
-    sign = "<=" if passed else ">"
+    passed, comparison = _at_most(worse, threshold)
     return GateResult(
         name, worse, threshold, passed,
-        f"{name}: {change} {shown} {sign} {limit} (tuned {what} {tuned:.2f} vs base {base:.2f})",
+        f"{name}: {change} {comparison} (tuned {what} {tuned:.2f} vs base {base:.2f})",
     )  # fmt: skip
 
 
 def _length_drop(name: str, threshold: float, metrics: dict, section: str, key: str) -> GateResult:
     """(base − tuned) / base mean words <= threshold, i.e. tuned >= (1 − threshold) × base."""
-    not_judged = _no_diversity_task(name, threshold, metrics, section)
-    if not_judged is not None:
-        return not_judged
-    pair = _base_and_tuned(metrics, section, key)
-    if pair is None:
-        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+    pair = _section_pair(name, threshold, metrics, section, key)
+    if isinstance(pair, GateResult):
+        return pair
     base, tuned = pair
     words = f"tuned {tuned:.1f} words per response vs base {base:.1f}"
     if base == 0:
         return GateResult(name, None, threshold, True, f"{name}: base responses are empty, no length to lose ({words})")
     drop = (base - tuned) / base
-    passed = drop <= threshold + _SLACK
-    shown, limit = _pair(drop, threshold)
-    sign = "<=" if passed else ">"
-    return GateResult(name, drop, threshold, passed, f"{name}: relative drop {shown} {sign} {limit} ({words})")
+    passed, comparison = _at_most(drop, threshold)
+    return GateResult(name, drop, threshold, passed, f"{name}: relative drop {comparison} ({words})")
 
 
 def helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
@@ -413,12 +422,10 @@ def _versus_champion(
             f"{name}: champion v{champion.version} has no recorded consistency.{key} (not judged)",
         )  # fmt: skip
     worse = ours - theirs if lower_is_better else theirs - ours
-    passed = worse <= threshold + _SLACK
-    shown, limit = _pair(worse, threshold)
-    sign = "<=" if passed else ">"
+    passed, comparison = _at_most(worse, threshold)
     return GateResult(
         name, worse, threshold, passed,
-        f"{name}: {what} worse by {shown} {sign} {limit} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
+        f"{name}: {what} worse by {comparison} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
     )  # fmt: skip
 
 
