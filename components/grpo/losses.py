@@ -59,11 +59,16 @@ def grpo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_token
 
 @register_loss_type("bnpo")
 def bnpo_weights(lengths: torch.Tensor, micro_batch: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """w_i = 1 / (M T_b(i)) with T_b the tokens of micro-batch b."""
-    _, inverse = torch.unique(micro_batch, return_inverse=True)
-    n_micro = int(inverse.max()) + 1
-    tokens = torch.zeros(n_micro, dtype=torch.float64).index_add_(0, inverse, lengths.double())
-    return 1.0 / (n_micro * tokens.clamp(min=1)[inverse])
+    """w_i = 1 / (M T_b(i)) with T_b the tokens of micro-batch b.
+
+    A row outside every micro-batch (id −1: an empty completion, never forwarded) is not counted
+    in M and gets weight 0.
+    """
+    ids, inverse = torch.unique(micro_batch, return_inverse=True)
+    n_micro = max(int((ids >= 0).sum()), 1)
+    tokens = torch.zeros(len(ids), dtype=torch.float64).index_add_(0, inverse, lengths.double())
+    weights = 1.0 / (n_micro * tokens.clamp(min=1)[inverse])
+    return torch.where(micro_batch >= 0, weights, torch.zeros_like(weights))
 
 
 @register_loss_type("dr_grpo")

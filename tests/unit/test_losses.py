@@ -47,5 +47,9 @@ def test_loss_type_token_weights():
     assert get_loss_type("bnpo")(lengths, torch.tensor([0, 1, 1]), 8).tolist() == pytest.approx(
         [1 / 4, 1 / 20, 1 / 20]
     )
+    # an empty completion sits in no micro-batch (id -1): weight 0, and M stays 2
+    assert get_loss_type("bnpo")(torch.tensor([2.0, 4.0, 6.0, 0.0]), torch.tensor([0, 0, 1, -1]), 8).tolist() == pytest.approx(
+        [1 / 12, 1 / 12, 1 / 12, 0.0]
+    )
     with pytest.raises(KeyError, match="dapo"):
         get_loss_type("nope")
