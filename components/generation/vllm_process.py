@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import traceback
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 _SPAWN = multiprocessing.get_context("spawn")
 CLOSE_TIMEOUT_S = 60
+POLL_S = 1.0  # how often a waiting parent checks that the child is still alive
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
     from vllm.utils.torch_utils import set_random_seed
 
     if reseed is not None:
+        # the batches must be those of the first call: cached prompt tokens would let more
+        # sequences into the first step and move every later row of the batched draw
+        llm.reset_prefix_cache()
         set_random_seed(reseed)
     params = [SamplingParams(**sampling, seed=s) for s in seeds] if seeds is not None else SamplingParams(**sampling)
     request = LoRARequest(*lora) if lora is not None else None
@@ -64,16 +70,22 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
     return [_completions(o) for o in outputs]
 
 
+def _failure(exc: BaseException) -> tuple[str, str]:
+    """("error", one line) for the parent; the whole traceback goes to the child's stderr (the log)."""
+    traceback.print_exc()
+    return "error", f"{type(exc).__name__}: {exc}"
+
+
 def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any]) -> None:
-    """Child main loop: start the LLM, then answer `generate` messages until `close`."""
+    """Child main loop: start the LLM, then answer `generate` messages until `close` or EOF."""
     os.environ.update(env)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         from vllm import LLM
 
         llm = LLM(**llm_kwargs)
-    except BaseException as exc:  # vLLM raises many types (RuntimeError, ValueError, pydantic errors, ...)
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    except BaseException as exc:  # vLLM raises many types (RuntimeError, ValueError, pydantic errors, SystemExit)
+        conn.send(_failure(exc))
         return
     conn.send(("ok", None))
     while True:
@@ -87,27 +99,59 @@ def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any]) -> None:
         try:
             conn.send(("ok", _generate(llm, **payload)))
         except Exception as exc:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            conn.send(_failure(exc))
+
+
+def _stop(process, conn) -> None:
+    """Ask the child to exit, wait CLOSE_TIMEOUT_S, then terminate, then kill; close the pipe."""
+    try:
+        if process.is_alive():
+            try:
+                conn.send(("close", None))
+                if conn.poll(CLOSE_TIMEOUT_S):
+                    conn.recv()
+            except (EOFError, OSError):
+                pass
+            process.join(CLOSE_TIMEOUT_S)
+        if process.is_alive():
+            process.terminate()
+            process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+    finally:
+        conn.close()
 
 
 class VllmProcess:
-    """Starts `LLM(**llm_kwargs)` in a spawned child; `generate` runs there; `close` ends it."""
+    """Starts `LLM(**llm_kwargs)` in a spawned child; `generate` runs there; `close` ends it.
+
+    A call interrupted between sending and receiving (Ctrl-C, a cancelled flow) leaves the child's
+    answer in the pipe, so the process is then marked broken and refuses further calls. The child
+    is stopped on `close`, when this object is collected, or at interpreter exit.
+    """
 
     def __init__(self, llm_kwargs: dict[str, Any], env: dict[str, str]):
         self._conn, child = _SPAWN.Pipe()
         self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs), name="groupwise-vllm")
         self._process.start()
         child.close()
+        self._broken = False
+        self._stopper = weakref.finalize(self, _stop, self._process, self._conn)
         try:
             self._receive()
-        except EngineProcessError:
+        except BaseException:
             self.close()
             raise
 
     def _receive(self) -> Any:
         try:
+            while not self._conn.poll(POLL_S):
+                if not self._process.is_alive():
+                    raise EOFError
             status, payload = self._conn.recv()
-        except EOFError:
+            self._broken = False  # the answer to the last message is read: back in step
+        except (EOFError, OSError):  # a killed child resets the connection
             self._process.join(5)
             raise EngineProcessError(f"the vLLM engine process died (exit code {self._process.exitcode})") from None
         if status == "error":
@@ -124,23 +168,19 @@ class VllmProcess:
     ) -> list[list[Completion]]:
         """`SamplingParams(**sampling)` for every prompt, or one per prompt with `seeds[i]`.
 
-        `reseed`: reset the engine's global RNG first (requests without seeds draw from it);
-        `lora`: `LoRARequest(name, id, path)` arguments, or None for the model itself.
+        `reseed`: reset the engine's global RNG (and its prefix cache) first: requests without
+        seeds draw from it; `lora`: `LoRARequest(name, id, path)` arguments, or None.
         """
+        if self._broken or not self._stopper.alive:
+            raise EngineProcessError("the vLLM engine process is closed or was interrupted mid-call; start a new one")
         payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora}
-        self._conn.send(("generate", payload))
+        self._broken = True  # until the answer to this call has been read
+        try:
+            self._conn.send(("generate", payload))
+        except OSError as exc:
+            raise EngineProcessError(f"the vLLM engine process is gone: {exc}") from exc
         return self._receive()
 
     def close(self) -> None:
-        """Ask the child to exit; terminate it if it does not within CLOSE_TIMEOUT_S."""
-        if self._process.is_alive():
-            try:
-                self._conn.send(("close", None))
-                self._conn.recv()
-            except (EOFError, OSError, BrokenPipeError):
-                pass
-            self._process.join(CLOSE_TIMEOUT_S)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(5)
-        self._conn.close()
+        """Stop the child (idempotent)."""
+        self._stopper()

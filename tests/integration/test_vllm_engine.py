@@ -18,6 +18,7 @@ from components.generation.engines import EngineStartError, open_engine
 from components.generation.sampling import SamplingConfig, chat_prompt
 from components.generation.transformers_engine import score_completions
 from components.generation.vllm_engine import VllmEngine
+from components.generation.vllm_process import EngineProcessError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -141,6 +142,10 @@ def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, ch
         (adapter / "adapter_config.json").write_text(json.dumps(config))
         with pytest.raises(ValueError, match=r"rank 64 exceeds eval.vllm.max_lora_rank = 16"):
             engine.generate(PROMPTS[:1], SAMPLING, adapter)
+        # an engine process that dies is reported as such, not waited on
+        engine._llms[None]._process.kill()
+        with pytest.raises(EngineProcessError, match=r"vLLM engine process died \(exit code -9\)"):
+            engine.generate(PROMPTS[:1], SAMPLING)
     finally:
         engine.close()
 
