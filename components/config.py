@@ -36,6 +36,9 @@ class PathsConfig(_Section):
 class DataConfig(_Section):
     heldout_fraction: float = Field(0.2, gt=0, lt=1)
     diversity_heldout_fraction: float = Field(0.3, gt=0, lt=1)
+    answer_instruction: str = Field(
+        "", description="appended to every consistency prompt alike (e.g. a bound on the answer length)"
+    )
     min_chars: int = Field(8, ge=1)
     max_chars: int = Field(600, ge=1)
 
@@ -100,10 +103,17 @@ class TrainConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0)
     loss_type: str = "grpo"
     precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    rows_per_forward: int = Field(
+        0, ge=0, description="run a micro-batch's forward/backward in chunks of at most this many rows (memory; 0: whole)"
+    )
     share_prompts: bool = Field(
         True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions"
     )
     save_every: int = Field(0, ge=0, description="resumable state every N steps (0: only at the end)")
+    snapshot_every: int = Field(
+        0, ge=0, description="keep an evaluable adapter every N steps in <checkpoints>/snapshots (0: never)"
+    )
+    domains: list[str] | None = Field(None, description="train only on groups of these domains (null: all)")
     log_rollouts_every: int = Field(0, ge=0, description="table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
 
@@ -149,6 +159,20 @@ class VllmConfig(_Section):
     )
 
 
+class CandidateConfig(_Section):
+    """What evaluation compares with the base model (both on the same prompts)."""
+
+    source: Literal["adapter", "base"] = Field(
+        "adapter",
+        description="adapter: the base model with the trained checkpoint's adapter | base: the base model itself, "
+        "decoded as below (a zero-cost decoding baseline, or with another seed the noise of a re-evaluation)",
+    )
+    temperature: float | None = Field(
+        None, ge=0, description="candidate's sampling temperature (null: eval.temperature; 0: greedy)"
+    )
+    seed_offset: int = Field(0, ge=0, description="added to the seed of the candidate's samples (0: same seeds as base)")
+
+
 class EvalConfig(_Section):
     engine: Literal["vllm", "transformers"] = "vllm"
     allow_fallback: bool = Field(
@@ -164,12 +188,23 @@ class EvalConfig(_Section):
     embedding_batch_size: int = Field(128, ge=1, description="texts per embedding forward pass")
     samples_per_prompt: int = Field(3, ge=2, description="n per prompt (diversity metrics need >= 2)")
     max_new_tokens: int = Field(32, ge=1)
-    temperature: float = Field(1.0, gt=0)
+    temperature: float = Field(1.0, ge=0, description="0: greedy (one sample, repeated n times)")
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(48, ge=1)
     max_consistency_groups: int = Field(24, ge=1)
     max_diversity_tasks: int = Field(8, ge=0)
     alpha: float = Field(0.01, gt=0, lt=1, description="significance level of the paired test")
+    domains: list[str] | None = Field(
+        None, description="evaluate only held-out consistency groups of these domains (null: all)"
+    )
+    gap_axis: str | None = Field(
+        None, description="variant axis of the headline gap |H(A) - H(B)| (null: each group's first variant axis)"
+    )
+    max_truncated_share: float = Field(
+        0.05, ge=0, le=1, description="a consistency evaluation with more samples cut by max_new_tokens is invalid"
+    )
+    power: float = Field(0.8, gt=0, lt=1, description="power of the detectable-effect analysis")
+    candidate: CandidateConfig = CandidateConfig()
     cluster_threshold: float = Field(
         0.85, gt=0, le=1, description="cosine at which two answers share a meaning cluster"
     )
@@ -181,9 +216,21 @@ class GateConfig(_Section):
     min_relative_gap_reduction: float = Field(
         0.0, description="(base_gap - tuned_gap) / base_gap must be >= this"
     )
-    max_p_value: float = Field(1.0, gt=0, le=1, description="paired test p-value must be <= this")
+    max_p_value: float = Field(
+        0.01, gt=0, le=1,
+        description="BH-adjusted q-value of the paired test on the headline gap must be <= this and the gap "
+        "must fall (0.01: the paper's level; 1 disables)",
+    )  # fmt: skip
+    max_truncated_share: float = Field(
+        0.05, ge=0, le=1,
+        description="share of base or tuned consistency samples stopped by max_new_tokens <= this "
+        "(above: the evaluation is invalid)",
+    )  # fmt: skip
     max_helpfulness_drop: float = Field(0.1, ge=0, description="base H_norm - tuned H_norm <= this")
     max_coverage_drop: float = Field(0.05, ge=0, description="base - tuned valid-set coverage <= this")
+    max_validity_drop: float = Field(
+        0.05, ge=0, description="base - tuned share of valid answers on the diversity tasks <= this"
+    )
     max_length_drop: float = Field(
         0.5, ge=0, le=1, description="(base - tuned mean words) / base mean words <= this (1 disables)"
     )
@@ -220,6 +267,9 @@ class RegistryConfig(_Section):
     lock_timeout_seconds: float = Field(
         120.0, gt=0, description="wait for another process's registry update before failing"
     )
+    register_experiments: bool = Field(
+        False, description="register from inside `dvc exp run` too (default: an experiment judges the gates, registers nothing)"
+    )
 
     @model_validator(mode="after")
     def _distinct_aliases(self) -> "RegistryConfig":
@@ -228,6 +278,35 @@ class RegistryConfig(_Section):
             raise ValueError(f"alias, champion_alias, previous_champion_alias must differ: {aliases}")
         if any(a == "latest" or (a[:1] == "v" and a[1:].isdigit()) for a in aliases):
             raise ValueError(f"MLflow reserves `latest` and `v<number>` as aliases: {aliases}")
+        return self
+
+
+class StudyArm(_Section):
+    """One arm of `groupwise study`: overrides of the study profile, and whether it trains."""
+
+    kind: Literal["train", "decoding"] = Field(
+        "train", description="train: GRPO then evaluate the adapter | decoding: evaluate eval.candidate, no training"
+    )
+    description: str = ""
+    overrides: dict[str, Any] = Field(default_factory=dict, description="params sections merged over the profile")
+
+
+class StudyConfig(_Section):
+    """`groupwise study`: arms run one after another from one profile; results/consistency.md."""
+
+    profile: str = Field("paper", description="profile every arm starts from")
+    learning_curve_arm: str | None = Field(
+        None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve"
+    )
+    arms: dict[str, StudyArm] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_curve_arm(self) -> "StudyConfig":
+        if self.learning_curve_arm is not None and self.learning_curve_arm not in self.arms:
+            raise ValueError(f"learning_curve_arm {self.learning_curve_arm!r} is not an arm; arms: {sorted(self.arms)}")
+        for name in self.arms:
+            if not name or not all(c.isalnum() or c in "-_." for c in name):
+                raise ValueError(f"arms: {name!r} is not a valid arm name (letters, digits, '-', '_', '.')")
         return self
 
 
@@ -268,6 +347,7 @@ class Params(_Section):
     tracking: TrackingConfig = TrackingConfig()
     registry: RegistryConfig = RegistryConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    study: StudyConfig = StudyConfig()
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
 
     @model_validator(mode="after")
@@ -355,6 +435,19 @@ def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path]
             )
         paths[key] = path
     return paths
+
+
+def with_overrides(params: Params, overrides: dict[str, Any], paths: dict[str, str] | None = None) -> Params:
+    """`params` with `overrides` deep-merged over it (validated again) and `paths` (relative to the
+    project root, confined to its data folder) replacing some `paths.*` entries."""
+    raw = _deep_merge(params.model_dump(mode="json"), overrides)
+    raw["paths"].update(paths or {})
+    try:
+        merged = Params.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise ParamsError(f"overrides {overrides}: {problems}") from exc
+    return _resolve(merged, params.root)
 
 
 def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:

@@ -92,6 +92,28 @@ def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 
 
 @app.command()
+def study(
+    params: Path = ParamsOpt,
+    arm: Optional[list[str]] = typer.Option(None, "--arm", help="run only this arm (repeatable); default: every arm"),
+    report_only: bool = typer.Option(False, "--report-only", help="rewrite results/consistency.md from finished arms"),
+) -> None:
+    """Run the consistency study (params.yaml `study`): arms in order, finished ones skipped; results/consistency.md."""
+    from components.config import load_params
+    from flows.study import RESULTS, study as study_flow, write_study_report
+
+    try:
+        if report_only:
+            resolved = load_params(params)
+            resolved = load_params(params, resolved.study.profile)
+            path = write_study_report(resolved, resolved.root / RESULTS)
+        else:
+            path = study_flow(str(params), arm or None)
+    except USER_ERRORS as exc:
+        raise _fail("study", exc) from exc
+    out.print(f"[bold green]study[/] results: {escape(str(path))}")
+
+
+@app.command()
 def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
     from components.config import load_params

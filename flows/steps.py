@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -120,7 +121,13 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
 
     checkpoint = params.paths.checkpoints / "latest"
     state_dir = params.paths.checkpoints / "resume"
-    groups = [g for g in load_groups(params.paths.groups, split="train") if g.task in params.train.tasks]
+    domains = params.train.domains
+    groups = [
+        g for g in load_groups(params.paths.groups, split="train")
+        if g.task in params.train.tasks and (domains is None or g.domain in domains)
+    ]  # fmt: skip
+    if not groups:
+        raise ValueError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
     ctx = init_from_env()
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
@@ -153,11 +160,23 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     return StepResult("train", run_id, {"checkpoint": str(checkpoint)}, final, summary)
 
 
+def summary_settings(params: Params):
+    """The evaluation's summary settings from params (significance, truncation rule, power, bootstrap)."""
+    from components.evaluation.records import SummarySettings
+
+    cfg = params.eval
+    return SummarySettings(
+        alpha=cfg.alpha, max_truncated_share=cfg.max_truncated_share, max_new_tokens=cfg.max_new_tokens,
+        power=cfg.power, bootstrap_resamples=cfg.bootstrap_resamples, confidence_level=cfg.confidence_level,
+        seed=params.seed,
+    )  # fmt: skip
+
+
 def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Base vs tuned on the held-out groups: metrics.json, statistics, tables, plots, summary, HTML."""
     from components.data import load_groups
     from components.evaluation.comparisons import compare_all
-    from components.evaluation.records import summarize
+    from components.evaluation.records import SummarySettings, summarize
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
 
@@ -167,7 +186,8 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
         frames = evaluate_models(
             params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest"
         )
-        metrics = summarize(frames.consistency, frames.diversity, cfg.alpha)
+        metrics = summarize(frames.consistency, frames.diversity, summary_settings(params))
+        metrics["candidate"] = cfg.candidate.model_dump()
         metrics["engine"] = frames.engine.to_dict()
         if frames.engine.fell_back:
             metrics["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
@@ -191,10 +211,12 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
         runs.log_artifacts(files.plots(), "evaluation/plots")
     c = metrics["consistency"]
     fallback = f" [FALLBACK to {frames.engine.used}]" if frames.engine.fell_back else ""
+    q = "n/a" if c["q_value"] is None else f"{c['q_value']:.3g}"
+    invalid = "" if c["valid"] else f" INVALID: {c['invalid_reason']};"
     summary = (
-        f"held-out mean entropy gap {c['base_mean_gap']:.4f} (base) -> {c['tuned_mean_gap']:.4f} (tuned) "
-        f"over {c['n_groups']} groups, paired t-test p = {c['p_value'] if c['p_value'] is not None else 'n/a'}; "
-        f"engine {frames.engine.used}{fallback}"
+        f"held-out {c['axis']} gap {c['base_mean_gap']:.4f} (base) -> {c['tuned_mean_gap']:.4f} (tuned) "
+        f"over {c['n_groups']} groups, paired t-test q (BH) = {q}; truncated {c['base_truncated_share']:.1%} / "
+        f"{c['tuned_truncated_share']:.1%};{invalid} engine {frames.engine.used}{fallback}"
     )
     outputs = {k: str(v) for k, v in asdict(files).items()} | {"samples": str(samples_path)}
     return StepResult("evaluate", run_id, outputs, metrics, summary)
@@ -256,7 +278,15 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
             runs.set_tags({f"gate.{result.name}": "pass" if result.passed else "fail"})
         runs.set_tags({"gate.passed": str(decision.passed).lower()})
         table = write_gate_table(decision, params.paths.registry)
-        if decision.passed:
+        experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC inside `dvc exp run`
+        if decision.passed and experiment and not reg.register_experiments:
+            outcome["registered"] = False
+            outcome["reasons"] = [f"DVC experiment {experiment!r}: gates judged, nothing registered "
+                                  "(an experiment is compared with `dvc exp show`, not promoted; "
+                                  "registry.register_experiments: true registers it)"]  # fmt: skip
+            runs.set_tags({"registry.skipped": "dvc experiment"})
+            summary = f"gates passed; not registered: {outcome['reasons'][0]}"
+        elif decision.passed:
             adapter = checkpoint / ADAPTER_DIR
             tags = {
                 "data.sha256": files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),

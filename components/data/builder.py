@@ -58,8 +58,13 @@ def _variant_id(axis_values: Iterable[str], phrasing: int) -> str:
     return "-".join([*axis_values, f"p{phrasing}"])
 
 
-def consistency_groups(template: ConsistencyTemplate, seed: int) -> list[PromptGroup]:
-    """Render one consistency template into groups (split set to 'train'; see `assign_splits`)."""
+def consistency_groups(template: ConsistencyTemplate, seed: int, instruction: str = "") -> list[PromptGroup]:
+    """Render one consistency template into groups (split set to 'train'; see `assign_splits`).
+
+    `instruction` (``data.answer_instruction``) is appended, after one space, to every member's
+    text alike, so it never differs between the variants of a group.
+    """
+    suffix = f" {instruction.strip()}" if instruction.strip() else ""
     rng = random.Random(f"{seed}:{template.domain}")
     combos = rng.sample(range(template.combinations()), template.groups)
     n_paraphrased = round(template.paraphrase_fraction * template.groups)
@@ -79,7 +84,7 @@ def consistency_groups(template: ConsistencyTemplate, seed: int) -> list[PromptG
                     Member(
                         variant_id=_variant_id(values, p),
                         attributes=attributes,
-                        text=template.phrasings[p].format(**fills, **surface),
+                        text=template.phrasings[p].format(**fills, **surface) + suffix,
                     )
                 )
         groups.append(
@@ -158,7 +163,7 @@ def build_groups(templates_dir: Path, data_cfg: DataConfig, seed: int) -> list[P
     owner: dict[str, Path] = {}
     for path, template in load_templates(Path(templates_dir)).items():
         built = (
-            consistency_groups(template, seed)
+            consistency_groups(template, seed, data_cfg.answer_instruction)
             if isinstance(template, ConsistencyTemplate)
             else diversity_groups(template)
         )

@@ -38,13 +38,15 @@ COMPARISON_COLUMNS = [
 def _base_vs_tuned(frame: pd.DataFrame, task: str, metrics: Sequence[str], settings: dict) -> list[Comparison]:
     if frame.empty:
         return []
-    return [
-        compare(
-            "base_vs_tuned", f"{task}.{name}", frame[f"base_{name}"].astype(float), frame[f"tuned_{name}"].astype(float),
-            labels=("base", "tuned"), **settings,
-        )  # fmt: skip
-        for name in metrics
-    ]
+    out = []
+    for name in metrics:
+        # a metric undefined for some groups (NaN, e.g. the paraphrase gap of a group asked in one
+        # phrasing) is compared over the groups that define it
+        pair = frame[[f"base_{name}", f"tuned_{name}"]].astype(float).dropna()
+        out.append(
+            compare("base_vs_tuned", f"{task}.{name}", pair.iloc[:, 0], pair.iloc[:, 1], labels=("base", "tuned"), **settings)
+        )
+    return out
 
 
 def _axis_table(frame: pd.DataFrame, column: str) -> list[dict[str, float]]:

@@ -87,9 +87,22 @@ def render_html(
                 [[m, g.get("sequences"), g.get("tokens"), g.get("seconds"), g.get("tokens_per_s")] for m, g in generation.items()],
             )
         )
+    scopes = [*((f"domain {name}", r) for name, r in (c.get("per_domain") or {}).items()), ("overall", c)]
+    if not c.get("valid", True):
+        parts.append(f'<p class="warning">INVALID consistency evaluation: {html.escape(str(c.get("invalid_reason")))}</p>')
     parts += [
+        f"<h2>Headline: the paper's gap on {html.escape(str(c.get('axis')))} (|mean H(A) − mean H(B)| per group)</h2>",
+        _table(
+            ["scope", "groups", "base gap", "tuned gap", "relative reduction", "CI low", "CI high", "p (t)", "q (BH)"],
+            [[name, r.get("n_groups"), r.get("base_mean_gap"), r.get("tuned_mean_gap"), r.get("relative_gap_reduction"),
+              r.get("ci_low"), r.get("ci_high"), r.get("p_value"), r.get("q_value")] for name, r in scopes],
+        ),  # fmt: skip
+        f"<p>Detectable reduction at alpha = {_cell(c.get('alpha'))} with power {_cell(c.get('power'))}: "
+        f"{_cell(c.get('detectable_reduction'))} ({_cell(c.get('detectable_relative_reduction'))} of the base gap). "
+        f"Truncated samples: base {_cell(c.get('base_truncated_share'))}, tuned {_cell(c.get('tuned_truncated_share'))} "
+        f"(max_new_tokens = {_cell(c.get('max_new_tokens'))}). {html.escape(str(c.get('gap_change_reason') or ''))}</p>",
         f"<h2>Consistency ({_cell(c.get('n_groups'))} held-out groups)</h2>",
-        f"<p>Relative gap reduction {_cell(c.get('relative_gap_reduction'))}; paired t-test on per-group gaps "
+        f"<p>Relative gap reduction {_cell(c.get('relative_gap_reduction'))}; paired t-test on the per-group gaps "
         f"t = {_cell(c.get('t_statistic'))}, p = {_cell(c.get('p_value'))}; Wilcoxon p = {_cell(c.get('p_value_wilcoxon'))}.</p>",
         _table(["metric", "base", "tuned", "tuned − base"], _section_rows(c)),
         f"<h2>Diversity ({_cell(d.get('n_tasks'))} tasks)</h2>",

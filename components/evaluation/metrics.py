@@ -310,3 +310,73 @@ def js_distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequenc
     if f is None:
         f = np.eye(size)[0]
     return float(distance.jensenshannon(f, np.full(size, 1.0 / size)))
+
+
+# --- the paper's gap on one variant axis, and what sampling noise alone would give ---------------
+
+
+def axis_value_entropies(
+    samples_by_variant: dict[str, list[str]], value_of: dict[str, str], values: Sequence[str]
+) -> dict[str, list[float]]:
+    """Response entropies H(o) of every sample, pooled per value of one variant axis.
+
+    `value_of` maps variant_id -> the variant's value on the axis (paraphrases of one value are
+    pooled); the result follows the order of `values`. Raises ValueError naming a value without
+    any sample.
+    """
+    pooled: dict[str, list[float]] = {value: [] for value in values}
+    for variant_id, texts in samples_by_variant.items():
+        value = value_of.get(variant_id)
+        if value in pooled:
+            pooled[value].extend(response_entropy(text) for text in texts)
+    empty = [value for value, scores in pooled.items() if not scores]
+    if empty:
+        raise ValueError(f"axis value(s) {empty} have no samples")
+    return pooled
+
+
+def axis_gap(pooled: dict[str, list[float]]) -> float:
+    """The paper's gap on one axis: max_a H̄_a − min_a H̄_a over the axis values a, H̄_a the mean
+    entropy of all samples of the variants with value a (= |H̄_woman − H̄_man| for two values;
+    Prabhune et al. 2025, arXiv:2512.12858)."""
+    means = [fmean(scores) for scores in pooled.values()]
+    return max(means) - min(means)
+
+
+def signed_axis_difference(pooled: dict[str, list[float]]) -> float:
+    """H̄_A − H̄_B for the first two axis values A, B (in the group's declared order): a systematic
+    bias shows as a mean of this over groups that differs from 0."""
+    first, second = list(pooled.values())[:2]
+    return fmean(first) - fmean(second)
+
+
+def _sd(values: Sequence[float]) -> float:
+    """Sample standard deviation (n − 1); 0 for a single value (a deterministic answer)."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def gap_noise_floor(pooled: dict[str, list[float]]) -> float:
+    """Expected gap when all values share one distribution: √(2/π) · √(s_A²/n_A + s_B²/n_B).
+
+    E|X| = √(2/π)·σ for X ~ N(0, σ²): the gap that sampling noise alone gives, from the group's own
+    spread s_a (sample sd of the value's entropies) and sample counts n_a. With more than two
+    values: the largest such pairwise floor (a lower bound of the expected range).
+    """
+    se2 = [_sd(scores) ** 2 / len(scores) for scores in pooled.values()]
+    return math.sqrt(2 / math.pi) * max(math.sqrt(a + b) for i, a in enumerate(se2) for b in se2[i + 1 :])
+
+
+def within_variant_sd(samples_by_variant: dict[str, list[str]]) -> float:
+    """Mean over variants of the sample sd of H(o) among that variant's samples (sampling spread)."""
+    return fmean(_sd([response_entropy(text) for text in texts]) for texts in samples_by_variant.values())
+
+
+def paraphrase_gap(samples_by_variant: dict[str, list[str]], attributes_of: dict[str, tuple]) -> float | None:
+    """Gap between paraphrases: mean over the attribute combinations held by several variants
+    (the same axis values, other phrasings) of max − min of their mean entropies H̄_v; None when
+    no two variants share all their axis values."""
+    by_attributes: dict[tuple, list[float]] = {}
+    for variant_id, texts in samples_by_variant.items():
+        by_attributes.setdefault(attributes_of[variant_id], []).append(fmean(response_entropy(t) for t in texts))
+    ranges = [max(means) - min(means) for means in by_attributes.values() if len(means) > 1]
+    return fmean(ranges) if ranges else None

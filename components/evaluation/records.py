@@ -19,39 +19,57 @@ import pandas as pd
 from components.data.schema import PromptGroup
 from components.embeddings import threshold_clusters
 from components.evaluation.metrics import (
+    axis_gap,
+    axis_value_entropies,
     coverage,
     cross_variant_cosine,
     distance_to_uniform,
     distinct_n,
     empty_rate,
     entropy_gap,
+    gap_noise_floor,
     js_distance_to_uniform,
     kl_to_uniform,
     mean_helpfulness,
     mean_words,
     n_clusters,
+    paraphrase_gap,
     self_bleu,
     semantic_agreement,
     semantic_entropy,
+    signed_axis_difference,
     unique_at_n,
     validity,
     variant_entropies,
     vendi_score,
+    within_variant_sd,
 )
-from components.evaluation.statistics import paired_test
+from components.evaluation.statistics import (
+    benjamini_hochberg,
+    bootstrap_ci,
+    detectable_effect,
+    one_sample_test,
+    paired_test,
+)
 from components.rewards.entropy import normalized_entropy, response_entropy, words
 
 MODELS = ("base", "tuned")
 
-# per-group numbers compared base vs tuned (each also a `base_<name>` / `tuned_<name>` column)
-CONSISTENCY_METRICS = ("gap", "semantic_agreement", "cross_variant_cosine", "helpfulness", "words", "empty_rate")
+# per-group numbers compared base vs tuned (each also a `base_<name>` / `tuned_<name>` column);
+# "gap" is the paper's gap on the headline axis, the first entry the headline of every report
+CONSISTENCY_METRICS = (
+    "gap", "any_variant_gap", "paraphrase_gap", "signed_diff", "noise_floor", "excess_gap", "within_variant_sd",
+    "semantic_agreement", "cross_variant_cosine", "helpfulness", "words", "empty_rate", "truncated_share",
+)  # fmt: skip
 DIVERSITY_METRICS = (
     "distinct_1", "distinct_2", "self_bleu", "vendi", "semantic_entropy", "n_clusters",
     "validity", "coverage", "unique_at_n", "tv_to_uniform", "kl_to_uniform", "js_to_uniform",
     "helpfulness", "words", "empty_rate",
 )  # fmt: skip
 # lower is better for these (used by the report to say which way a change goes)
-LOWER_IS_BETTER = {"gap", "self_bleu", "tv_to_uniform", "kl_to_uniform", "js_to_uniform", "empty_rate"}
+LOWER_IS_BETTER = {
+    "gap", "any_variant_gap", "paraphrase_gap", "excess_gap", "truncated_share", "self_bleu", "tv_to_uniform", "kl_to_uniform", "js_to_uniform", "empty_rate",
+}  # fmt: skip
 
 
 def _paired(names: Sequence[str]) -> list[str]:
@@ -59,7 +77,7 @@ def _paired(names: Sequence[str]) -> list[str]:
 
 
 CONSISTENCY_COLUMNS = [
-    "group_id", "domain", "n_variants", *_paired(CONSISTENCY_METRICS),
+    "group_id", "domain", "axis", "n_variants", "n_samples", *_paired(CONSISTENCY_METRICS),
     "base_variant_entropy", "tuned_variant_entropy", "base_axis_entropy", "tuned_axis_entropy",
     "base_axis_helpfulness", "tuned_axis_helpfulness", "base_axis_words", "tuned_axis_words",
 ]  # fmt: skip
@@ -121,40 +139,85 @@ def axis_entropies(group: PromptGroup, samples: dict[str, list[str]]) -> dict[st
     return axis_means(group, samples, response_entropy)
 
 
+def headline_axis(group: PromptGroup, axis: str | None) -> str:
+    """The axis the paper's gap is measured on: `axis` (eval.gap_axis), or the group's first
+    declared variant axis; raises ValueError naming the group when it lacks the axis."""
+    if not group.variant_axes:
+        raise ValueError(f"group {group.group_id!r}: no variant_axes, so no gap between variants to measure")
+    chosen = axis or next(iter(group.variant_axes))
+    if chosen not in group.variant_axes:
+        raise ValueError(
+            f"group {group.group_id!r}: eval.gap_axis {chosen!r} is not one of its variant_axes {sorted(group.variant_axes)}"
+        )
+    if len(group.variant_axes[chosen]) < 2:
+        raise ValueError(f"group {group.group_id!r}: axis {chosen!r} has fewer than 2 values")
+    return chosen
+
+
 def consistency_record(
     group: PromptGroup,
     base: dict[str, list[str]],
     tuned: dict[str, list[str]],
     max_words: int,
     semantics: Semantics,
+    axis: str | None = None,
+    truncated: dict[str, float] | None = None,
 ) -> dict:
     """Row of the per-group consistency table.
 
-    `base` / `tuned` map variant_id -> completions. Per model: gap = max_v H̄_v − min_v H̄_v over
-    the variants' mean response entropies; semantic_agreement = share of all the group's samples in
-    the modal meaning cluster; cross_variant_cosine = mean embedding cosine between samples of
-    different variants; helpfulness = mean H_norm, words = mean length, empty_rate = share of empty
-    answers over all samples; *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy,
-    *_axis_helpfulness, *_axis_words = JSON {"axis=value": mean H, mean H_norm, mean length} over
-    the samples of the variants with that value (variant A vs B comparisons, `AXIS_METRICS`).
+    `base` / `tuned` map variant_id -> completions; `axis` is the headline axis (`headline_axis`);
+    `truncated` maps model -> share of its samples in this group stopped by max_new_tokens. Per
+    model, with H the response entropy and a, b the axis values (paraphrases pooled per value):
+
+    - gap = max_a H̄_a − min_a H̄_a, the paper's |H̄_woman − H̄_man| (Prabhune et al. 2025);
+      signed_diff = H̄_A − H̄_B for the first two declared values;
+    - noise_floor = √(2/π)·√(s_A²/n_A + s_B²/n_B), the gap that sampling noise alone gives, and
+      excess_gap = gap − noise_floor; within_variant_sd = mean sd of H among a variant's samples;
+    - any_variant_gap = max_v H̄_v − min_v H̄_v over all variants (axis and phrasing mixed);
+      paraphrase_gap = the same between phrasings that share their axis values (NaN: none do);
+    - semantic_agreement = share of all the group's samples in the modal meaning cluster;
+      cross_variant_cosine = mean embedding cosine between samples of different variants;
+    - helpfulness = mean H_norm, words = mean length, empty_rate = share of empty answers;
+    - *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy, *_axis_helpfulness,
+      *_axis_words = JSON {"axis=value": mean} over every axis (variant A vs B comparisons).
     """
     if group.task != "consistency":
         raise ValueError(f"group {group.group_id!r} is a {group.task!r} task, not consistency")
     if len(group.members) < 2:
         raise ValueError(f"group {group.group_id!r}: a consistency group needs at least 2 variants")
-    row: dict = {"group_id": group.group_id, "domain": group.domain, "n_variants": len(group.members)}
+    axis = headline_axis(group, axis)
+    value_of = {m.variant_id: m.attributes.get(axis) for m in group.members}
+    attributes_of = {m.variant_id: tuple(sorted(m.attributes.items())) for m in group.members}
+    row: dict = {
+        "group_id": group.group_id, "domain": group.domain, "axis": axis, "n_variants": len(group.members),
+        "n_samples": sum(len(base.get(m.variant_id, ())) for m in group.members),
+    }  # fmt: skip
     for model, samples in (("base", base), ("tuned", tuned)):
         _check_samples(group, model, samples)
         means = variant_entropies(samples)
+        try:
+            pooled = axis_value_entropies(samples, value_of, group.variant_axes[axis])
+        except ValueError as exc:
+            raise ValueError(f"group {group.group_id!r}, {model}, axis {axis!r}: {exc}") from None
         texts = [text for m in group.members for text in samples[m.variant_id]]
         variant_of = [m.variant_id for m in group.members for _ in samples[m.variant_id]]
         vectors = semantics.embed(texts)
-        row[f"{model}_gap"] = entropy_gap(means)
+        gap = axis_gap(pooled)
+        floor = gap_noise_floor(pooled)
+        row[f"{model}_gap"] = gap
+        row[f"{model}_any_variant_gap"] = entropy_gap(means)
+        paraphrases = paraphrase_gap(samples, attributes_of)
+        row[f"{model}_paraphrase_gap"] = math.nan if paraphrases is None else paraphrases
+        row[f"{model}_signed_diff"] = signed_axis_difference(pooled)
+        row[f"{model}_noise_floor"] = floor
+        row[f"{model}_excess_gap"] = gap - floor
+        row[f"{model}_within_variant_sd"] = within_variant_sd(samples)
         row[f"{model}_semantic_agreement"] = semantic_agreement(semantics.clusters(vectors))
         row[f"{model}_cross_variant_cosine"] = cross_variant_cosine(vectors, variant_of)
         row[f"{model}_helpfulness"] = mean_helpfulness(texts, max_words)
         row[f"{model}_words"] = mean_words(texts)
         row[f"{model}_empty_rate"] = empty_rate(texts)
+        row[f"{model}_truncated_share"] = float((truncated or {}).get(model, 0.0))
         row[f"{model}_variant_entropy"] = json.dumps(means, sort_keys=True)
         row[f"{model}_axis_entropy"] = json.dumps(axis_entropies(group, samples), sort_keys=True)
         helpfulness = axis_means(group, samples, lambda text: normalized_entropy(text, max_words))
@@ -237,46 +300,149 @@ def _require_columns(frame: pd.DataFrame, columns: list[str], name: str) -> None
         raise ValueError(f"{name} table lacks columns {missing}")
 
 
-# consistency means in metrics.json besides the gap, helpfulness and words (named as the columns)
-_CONSISTENCY_EXTRA = tuple(_paired(("semantic_agreement", "cross_variant_cosine", "empty_rate")))
+@dataclass(frozen=True)
+class SummarySettings:
+    """How the summary judges an evaluation: significance level, validity rule, power, bootstrap."""
+
+    alpha: float = 0.01
+    max_truncated_share: float = 0.05  # above it the consistency evaluation is invalid
+    max_new_tokens: int | None = None  # for the invalid_reason message
+    power: float = 0.8  # of the detectable-effect design analysis
+    bootstrap_resamples: int = 2000
+    confidence_level: float = 0.95
+    seed: int = 0
 
 
-def _summarize_consistency(frame: pd.DataFrame, alpha: float, notes: list[str]) -> dict:
+# consistency means in metrics.json besides the headline gap (named as the columns)
+_CONSISTENCY_MEANS = (
+    *_paired(("any_variant_gap", "noise_floor", "excess_gap", "within_variant_sd")),
+    "base_helpfulness", "tuned_helpfulness",
+    *_paired(("semantic_agreement", "cross_variant_cosine", "empty_rate")),
+)  # fmt: skip
+
+
+def _gap_test(frame: pd.DataFrame, settings: SummarySettings) -> dict:
+    """Paired test and bootstrap CI of the per-group headline gap, base vs tuned."""
+    base, tuned = frame["base_gap"].astype(float), frame["tuned_gap"].astype(float)
+    test = paired_test(base, tuned)
+    ci = bootstrap_ci(base, tuned, settings.bootstrap_resamples, settings.confidence_level, settings.seed)
+    relative = None if not test.mean_base else (test.mean_base - test.mean_tuned) / test.mean_base
+    notes = list(test.notes)
+    if test.mean_base == 0:
+        notes.append("base mean gap is 0, relative_gap_reduction is null")
+    return {
+        "n_groups": int(len(frame)), "base_mean_gap": test.mean_base, "tuned_mean_gap": test.mean_tuned,
+        "relative_gap_reduction": relative, "t_statistic": test.t_statistic, "p_value": test.p_value,
+        "p_value_wilcoxon": test.p_value_wilcoxon, "ci_low": None if ci is None else ci[0],
+        "ci_high": None if ci is None else ci[1], "notes": notes,
+    }  # fmt: skip
+
+
+def _weighted_share(frame: pd.DataFrame, column: str) -> float:
+    weights = frame["n_samples"].astype(float)
+    return float((frame[column].astype(float) * weights).sum() / weights.sum()) if weights.sum() else 0.0
+
+
+_REASON_TOL = 1e-9  # changes smaller than this are rounding, not a reason
+
+
+def _gap_change_reason(base: dict, tuned: dict) -> str | None:
+    """Why the tuned gap is lower, from gap = noise floor + excess: less systematic difference
+    (the excess over the floor fell) and/or less spread (the floor itself fell); None when a mean
+    is undefined."""
+    if any(v is None for v in (*base.values(), *tuned.values())):
+        return None
+    drop = base["gap"] - tuned["gap"]
+    if drop <= _REASON_TOL:
+        return "the tuned gap is not lower than the base gap"
+    from_excess, from_floor = base["excess"] - tuned["excess"], base["floor"] - tuned["floor"]
+    parts = []
+    if from_excess > _REASON_TOL:
+        parts.append(f"less systematic difference (excess over the noise floor {from_excess:.3f} lower)")
+    if from_floor > _REASON_TOL:
+        parts.append(f"less spread (noise floor {from_floor:.3f} lower)")
+    main = "systematic difference" if from_excess >= from_floor else "spread"
+    return f"gap {drop:.3f} lower: " + " and ".join(parts) + f"; mostly {main}"
+
+
+def _summarize_consistency(frame: pd.DataFrame, settings: SummarySettings, notes: list[str]) -> dict:
     keys = (
-        "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic", "p_value",
-        "p_value_wilcoxon", "significant", "base_helpfulness", "tuned_helpfulness",
-        "base_mean_words", "tuned_mean_words", *_CONSISTENCY_EXTRA,
+        "axis", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic", "p_value",
+        "p_value_wilcoxon", "q_value", "ci_low", "ci_high", "significant", "base_helpfulness",
+        "tuned_helpfulness", "base_mean_words", "tuned_mean_words", "base_truncated_share",
+        "tuned_truncated_share", *_CONSISTENCY_MEANS,
     )  # fmt: skip
     if len(frame) == 0:
         notes.append("consistency: no groups evaluated, every consistency metric is null")
-        return {"n_groups": 0, **dict.fromkeys(keys), "significant": False}
+        return {"n_groups": 0, **dict.fromkeys(keys), "significant": False, "valid": False,
+                "invalid_reason": "no consistency group evaluated", "per_domain": {}}  # fmt: skip
     _require_columns(frame, CONSISTENCY_COLUMNS, "consistency")
 
-    test = paired_test(frame["base_gap"].astype(float), frame["tuned_gap"].astype(float))
-    notes.extend(f"consistency: {note}" for note in test.notes)
-    base_gap, tuned_gap = test.mean_base, test.mean_tuned
-    if base_gap == 0:
-        relative = None
-        notes.append("consistency: base mean gap is 0, relative_gap_reduction is null")
-    else:
-        relative = (base_gap - tuned_gap) / base_gap
-    significant = test.p_value is not None and test.p_value < alpha
-    if test.p_value is None:
+    overall = _gap_test(frame, settings)
+    notes.extend(f"consistency: {note}" for note in overall.pop("notes"))
+    per_domain = {}
+    for domain, part in frame.groupby("domain", sort=True):
+        result = _gap_test(part, settings)
+        result.pop("notes")
+        per_domain[str(domain)] = result
+    # BH over the family of headline tests: overall and every domain (Benjamini & Hochberg 1995)
+    q_values = benjamini_hochberg([overall["p_value"], *(d["p_value"] for d in per_domain.values())])
+    overall["q_value"] = q_values[0]
+    for result, q in zip(per_domain.values(), q_values[1:]):
+        result["q_value"] = q
+    if overall["p_value"] is None:
         notes.append("consistency: p_value is null, significant is false")
+    significant = overall["q_value"] is not None and overall["q_value"] < settings.alpha
+
+    # sampling noise: floor, systematic (signed) difference, the change a design of this size detects
+    signed = {model: one_sample_test(frame[f"{model}_signed_diff"].astype(float)) for model in MODELS}
+    sd_base = float(frame["base_gap"].astype(float).std(ddof=1)) if len(frame) > 1 else 0.0
+    sd_diff = float((frame["base_gap"] - frame["tuned_gap"]).astype(float).std(ddof=1)) if len(frame) > 1 else 0.0
+    detectable = detectable_effect(math.sqrt(2) * sd_base, len(frame), settings.alpha, settings.power)
+    observed_detectable = detectable_effect(sd_diff, len(frame), settings.alpha, settings.power)
+    base_gap = overall["base_mean_gap"]
+    means = {key: _column_mean(frame, key, notes) for key in _CONSISTENCY_MEANS}
+    reason = _gap_change_reason(
+        {"gap": base_gap, "excess": means["base_excess_gap"], "floor": means["base_noise_floor"]},
+        {"gap": overall["tuned_mean_gap"], "excess": means["tuned_excess_gap"], "floor": means["tuned_noise_floor"]},
+    )
+
+    truncated = {model: _weighted_share(frame, f"{model}_truncated_share") for model in MODELS}
+    worst = max(truncated, key=truncated.get)
+    valid = truncated[worst] <= settings.max_truncated_share + 1e-12
+    invalid_reason = None
+    if not valid:
+        limit = f"max_new_tokens = {settings.max_new_tokens}" if settings.max_new_tokens else "max_new_tokens"
+        invalid_reason = (
+            f"{truncated['base']:.1%} of base and {truncated['tuned']:.1%} of tuned consistency samples hit {limit} "
+            f"(more than {settings.max_truncated_share:.0%}): the entropies are those of cut answers"
+        )
+        notes.append(f"consistency: INVALID evaluation: {invalid_reason}")
+    paraphrased = frame["base_paraphrase_gap"].astype(float).notna()
     return {
-        "n_groups": int(len(frame)),
-        "base_mean_gap": base_gap,
-        "tuned_mean_gap": tuned_gap,
-        "relative_gap_reduction": relative,
-        "t_statistic": test.t_statistic,
-        "p_value": test.p_value,
-        "p_value_wilcoxon": test.p_value_wilcoxon,
+        "axis": str(frame["axis"].iloc[0]) if frame["axis"].nunique() == 1 else ",".join(sorted(frame["axis"].unique())),
+        **overall,
         "significant": bool(significant),
-        "base_helpfulness": _column_mean(frame, "base_helpfulness", notes),
-        "tuned_helpfulness": _column_mean(frame, "tuned_helpfulness", notes),
+        "per_domain": per_domain,
+        **means,
         "base_mean_words": _column_mean(frame, "base_words", notes),
         "tuned_mean_words": _column_mean(frame, "tuned_words", notes),
-        **{key: _column_mean(frame, key, notes) for key in _CONSISTENCY_EXTRA},
+        "n_paraphrased_groups": int(paraphrased.sum()),
+        "base_paraphrase_gap": float(frame.loc[paraphrased, "base_paraphrase_gap"].mean()) if paraphrased.any() else None,
+        "tuned_paraphrase_gap": float(frame.loc[paraphrased, "tuned_paraphrase_gap"].mean()) if paraphrased.any() else None,
+        "base_signed_diff": signed["base"][0], "base_signed_diff_p": signed["base"][1],
+        "tuned_signed_diff": signed["tuned"][0], "tuned_signed_diff_p": signed["tuned"][1],
+        "gap_change_reason": reason,
+        "detectable_reduction": detectable,
+        "detectable_relative_reduction": None if detectable is None or not base_gap else detectable / base_gap,
+        "observed_detectable_reduction": observed_detectable,
+        "power": settings.power,
+        "alpha": settings.alpha,
+        "base_truncated_share": truncated["base"],
+        "tuned_truncated_share": truncated["tuned"],
+        "max_new_tokens": settings.max_new_tokens,
+        "valid": bool(valid),
+        "invalid_reason": invalid_reason,
     }
 
 
@@ -289,24 +455,34 @@ def _summarize_diversity(frame: pd.DataFrame, notes: list[str]) -> dict:
     return {"n_tasks": int(len(frame)), **{c: _column_mean(frame, c, notes) for c in columns}}
 
 
-def summarize(consistency: pd.DataFrame, diversity: pd.DataFrame, alpha: float) -> dict:
-    """Content of `metrics.json`: group-level means, the paired test on gaps, and notes.
+def summarize(
+    consistency: pd.DataFrame, diversity: pd.DataFrame, settings: SummarySettings | float | None = None,
+    *, alpha: float | None = None,
+) -> dict:  # fmt: skip
+    """Content of `metrics.json`: the paper's gap first, then quality, noise and validity; notes.
 
-    consistency: n_groups, base/tuned_mean_gap, the test keys below, base/tuned_helpfulness,
-    base/tuned_mean_words, base/tuned_semantic_agreement, base/tuned_cross_variant_cosine,
-    base/tuned_empty_rate. diversity: n_tasks and base/tuned_<m> for every m of DIVERSITY_METRICS
-    (means over tasks; all null when no task was evaluated).
-
-    relative_gap_reduction = (base_mean_gap − tuned_mean_gap) / base_mean_gap (null if the base
-    gap is 0); t_statistic / p_value: paired t-test of per-group gaps base vs tuned;
-    p_value_wilcoxon: Wilcoxon signed-rank test; significant: p_value < alpha. Undefined values
-    are null (never NaN) and `notes` says why.
+    consistency (`_summarize_consistency`): axis; n_groups; base/tuned_mean_gap (the paper's gap on
+    `axis`, mean over groups), relative_gap_reduction = (base − tuned) / base, paired t-test
+    t_statistic / p_value, p_value_wilcoxon, q_value (Benjamini–Hochberg over the overall and the
+    per-domain tests), bootstrap ci_low / ci_high of tuned − base, significant (q < alpha);
+    per_domain {domain: the same test keys}; the any-variant and paraphrase gaps; noise floor,
+    excess and within-variant sd; signed A − B difference with its one-sample p; the reason a
+    lower gap is lower; detectable_reduction (80 % power at alpha, sd of differences taken as
+    √2 × the sd of base gaps) and observed_detectable_reduction (from the observed differences);
+    helpfulness, words, agreement, cosine and empty rate; base/tuned_truncated_share and `valid`
+    (false, with invalid_reason, when more than max_truncated_share of a model's samples were
+    cut). diversity: n_tasks and base/tuned_<m> for every m of DIVERSITY_METRICS. Undefined values
+    are null (never NaN) and `notes` says why. A bare float `settings` (or `alpha`) is the
+    significance level, with the other settings at their defaults.
     """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not isinstance(settings, SummarySettings):
+        level = alpha if alpha is not None else settings
+        settings = SummarySettings() if level is None else SummarySettings(alpha=float(level))
+    if not 0 < settings.alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {settings.alpha}")
     notes: list[str] = []
     return {
-        "consistency": _summarize_consistency(consistency, alpha, notes),
+        "consistency": _summarize_consistency(consistency, settings, notes),
         "diversity": _summarize_diversity(diversity, notes),
         "notes": notes,
     }

@@ -116,12 +116,19 @@ def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
 
 
 CONSISTENCY_ROWS = (
-    ("entropy gap (nats, lower is more consistent)", "base_mean_gap", "tuned_mean_gap"),
+    ("paper's gap, abs. H(A) − H(B) (nats, lower is more consistent)", "base_mean_gap", "tuned_mean_gap"),
+    ("noise floor of that gap (sampling alone)", "base_noise_floor", "tuned_noise_floor"),
+    ("excess over the noise floor", "base_excess_gap", "tuned_excess_gap"),
+    ("signed difference H(A) − H(B) (systematic bias)", "base_signed_diff", "tuned_signed_diff"),
+    ("within-variant sd of H", "base_within_variant_sd", "tuned_within_variant_sd"),
+    ("any-variant gap (max − min over all variants)", "base_any_variant_gap", "tuned_any_variant_gap"),
+    ("paraphrase gap (same axis values, other phrasing)", "base_paraphrase_gap", "tuned_paraphrase_gap"),
     ("semantic agreement (modal meaning share)", "base_semantic_agreement", "tuned_semantic_agreement"),
     ("cross-variant cosine", "base_cross_variant_cosine", "tuned_cross_variant_cosine"),
     ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
     ("words per response", "base_mean_words", "tuned_mean_words"),
     ("empty responses (share)", "base_empty_rate", "tuned_empty_rate"),
+    ("truncated at max_new_tokens (share)", "base_truncated_share", "tuned_truncated_share"),
 )
 DIVERSITY_ROWS = (
     ("distinct-1", "base_distinct_1", "tuned_distinct_1"),
@@ -157,6 +164,44 @@ def engine_banner(metrics: dict) -> str:
     return f"Generation engine: `{engine.get('used')}`."
 
 
+def headline_lines(consistency: dict) -> list[str]:
+    """The paper's gap per domain and overall, with CI, p, q, the detectable effect and validity."""
+    axis = consistency.get("axis") or "axis"
+    lines = [f"## Headline: the paper's gap on `{axis}` (|mean H(A) − mean H(B)| per group, nats)", ""]
+    if not consistency.get("valid", True):
+        lines += [f"> **INVALID consistency evaluation:** {consistency.get('invalid_reason')}", ""]
+    lines += [
+        "| scope | groups | base gap | tuned gap | change | 95 % CI of change | p (t) | q (BH) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    scopes = [*((f"domain `{d}`", r) for d, r in (consistency.get("per_domain") or {}).items()), ("**overall**", consistency)]
+    for name, r in scopes:
+        ci = "n/a" if r.get("ci_low") is None else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        lines.append(
+            f"| {name} | {r.get('n_groups', 0)} | {_fmt(r.get('base_mean_gap'))} | {_fmt(r.get('tuned_mean_gap'))} "
+            f"| {_change(r.get('base_mean_gap'), r.get('tuned_mean_gap'))} | {ci} | {_fmt_p(r.get('p_value'))} "
+            f"| {_fmt_p(r.get('q_value'))} |"
+        )
+    detectable = consistency.get("detectable_reduction")
+    if detectable is not None:
+        relative = consistency.get("detectable_relative_reduction")
+        share = f" ({relative:.0%} of the base gap)" if relative is not None else ""
+        lines += [
+            "",
+            f"Detectable effect: this design (n = {consistency.get('n_groups')} groups) detects a gap reduction of "
+            f"{detectable:.3f}{share} at α = {consistency.get('alpha')} with {consistency.get('power', 0.8):.0%} power "
+            "(sd of differences taken as √2 × the sd of the base gaps); a smaller true change would likely read as "
+            "not significant.",
+        ]
+    lines += [
+        "",
+        f"Truncated samples: base {_fmt(consistency.get('base_truncated_share'))}, tuned "
+        f"{_fmt(consistency.get('tuned_truncated_share'))} (max_new_tokens = {consistency.get('max_new_tokens')}).",
+        "",
+    ]
+    return lines
+
+
 def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) -> str:
     """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
     consistency = metrics.get("consistency", {})
@@ -165,6 +210,7 @@ def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) 
     banner = engine_banner(metrics)
     if banner:
         lines += [f"> {banner}" if metrics["engine"].get("fallback") else banner, ""]
+    lines += headline_lines(consistency)
     lines += [
         f"- consistency groups: {consistency.get('n_groups', 0)}",
         f"- diversity tasks: {diversity.get('n_tasks', 0)}",
@@ -179,18 +225,21 @@ def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) 
     for part, name, base_key, tuned_key in rows:
         base, tuned = section[part].get(base_key), section[part].get(tuned_key)
         digits = 1 if "words" in base_key else 3
+        if "signed" in base_key and base is not None and tuned is not None:  # a relative change of a signed value misleads
+            lines.append(f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {tuned - base:+.{digits}f} |")
+            continue
         label = f"{name} (diversity tasks)" if part == "diversity" and name in _CONSISTENCY_NAMES else name
         lines.append(
             f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
         )
     lines += [
         "",
-        f"Relative gap reduction: {_fmt(consistency.get('relative_gap_reduction'))}. "
-        f"Paired t-test on per-group gaps (n = {consistency.get('n_groups', 0)}): "
-        f"t = {_fmt(consistency.get('t_statistic'))}, "
-        f"p = {_fmt_p(consistency.get('p_value'))}; "
-        f"Wilcoxon p = {_fmt_p(consistency.get('p_value_wilcoxon'))}; "
-        f"significant: {_fmt(consistency.get('significant'))}.",
+        f"Paired t-test on the per-group gap (n = {consistency.get('n_groups', 0)}): "
+        f"t = {_fmt(consistency.get('t_statistic'))}, p = {_fmt_p(consistency.get('p_value'))}, "
+        f"q (BH over overall and per-domain tests) = {_fmt_p(consistency.get('q_value'))}; "
+        f"Wilcoxon p = {_fmt_p(consistency.get('p_value_wilcoxon'))}; significant: {_fmt(consistency.get('significant'))}. "
+        f"Signed difference p (base / tuned): {_fmt_p(consistency.get('base_signed_diff_p'))} / "
+        f"{_fmt_p(consistency.get('tuned_signed_diff_p'))}. {consistency.get('gap_change_reason') or ''}",
     ]
     if comparisons:
         lines += ["", *comparison_table(comparisons)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ class EvaluationFrames:
     samples: pd.DataFrame  # one row per generated sample: group, variant, model, text, tokens, log-prob
     engine: EngineChoice = field(default_factory=lambda: EngineChoice("", ""))
     generation: dict = field(default_factory=dict)  # sequences, tokens, seconds, tokens/s per model
+    base_outputs: list = field(default_factory=list, repr=False)  # raw base samples (reusable: `base_outputs=`)
 
 
 def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
@@ -57,7 +58,10 @@ def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
 def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[PromptGroup], list[PromptGroup]]:
     """Held-out consistency groups balanced across domains, and one phrasing per diversity task."""
     heldout = [g for g in groups if g.split == "heldout"]
-    consistency = interleave_domains([g for g in heldout if g.task == "consistency"])
+    domains = params.eval.domains
+    consistency = interleave_domains(
+        [g for g in heldout if g.task == "consistency" and (domains is None or g.domain in domains)]
+    )
     consistency = consistency[: params.eval.max_consistency_groups]
     first_phrasing: dict[str, PromptGroup] = {}
     for group in heldout:
@@ -136,9 +140,21 @@ def sampling_config(params: Params) -> SamplingConfig:
     )  # fmt: skip
 
 
+def candidate_sampling(params: Params) -> SamplingConfig:
+    """The candidate's sampling: eval's, with `eval.candidate.temperature` and seed offset applied."""
+    candidate = params.eval.candidate
+    temperature = params.eval.temperature if candidate.temperature is None else candidate.temperature
+    return replace(sampling_config(params), temperature=temperature, seed=params.seed + candidate.seed_offset)
+
+
 def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, adapter: Path | None) -> tuple[list[list[Sample]], dict]:
+    """Generate and time; temperature 0 is greedy: one sample per prompt, repeated n times."""
     started = time.perf_counter()
-    out = engine.generate(prompts, cfg, adapter)
+    if cfg.temperature == 0:
+        greedy = engine.generate(prompts, replace(cfg, n=1), adapter)
+        out = [row * cfg.n for row in greedy]
+    else:
+        out = engine.generate(prompts, cfg, adapter)
     seconds = time.perf_counter() - started
     tokens = sum(len(s.completion_ids) for row in out for s in row)
     stats = {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds if seconds else 0.0}
@@ -149,23 +165,39 @@ def evaluate_models(
     params: Params,
     groups: list[PromptGroup],
     base_model_dir: Path,
-    checkpoint_dir: Path,
+    checkpoint_dir: Path | None,
     engine: GenerationEngine | None = None,
+    base_outputs: list[list[Sample]] | None = None,
 ) -> EvaluationFrames:
-    """Sample base and tuned on the held-out set, score every group; `engine`: reuse a started one."""
+    """Sample base and the candidate ("tuned") on the held-out set, score every group.
+
+    The candidate is the checkpoint's adapter (`eval.candidate.source: adapter`) or the base model
+    decoded with `eval.candidate` settings (`source: base`, no checkpoint needed). `engine`: reuse
+    a started one; `base_outputs`: the base samples of an earlier call with the same groups and
+    sampling (`EvaluationFrames.base_outputs`), not generated again.
+    """
     consistency, diversity = select_heldout(groups, params)
-    adapter = check_checkpoint(checkpoint_dir, base_model_dir)
+    use_adapter = params.eval.candidate.source == "adapter"
+    if use_adapter and checkpoint_dir is None:
+        raise EvaluationInputError("eval.candidate.source is 'adapter' but no checkpoint was given")
+    adapter = check_checkpoint(checkpoint_dir, base_model_dir) if use_adapter else None
     selected = consistency + diversity
     prompts = [m.text for g in selected for m in g.members]
     sampling = sampling_config(params)
+    tuned_sampling = candidate_sampling(params)
     if engine is None:
         engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.dtype, params.seed)
         owned = True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
     try:
-        base_out, base_stats = _timed(engine, prompts, sampling, None)
-        tuned_out, tuned_stats = _timed(engine, prompts, sampling, adapter)
+        if base_outputs is not None:
+            if len(base_outputs) != len(prompts) or any(len(row) != sampling.n for row in base_outputs):
+                raise EvaluationInputError("base_outputs do not match this evaluation's prompts and samples_per_prompt")
+            base_out, base_stats = base_outputs, {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
+        else:
+            base_out, base_stats = _timed(engine, prompts, sampling, None)
+        tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
     finally:
         if owned:
             engine.close()
@@ -191,7 +223,16 @@ def evaluate_models(
         base_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, base_g)}
         tuned_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, tuned_g)}
         if group.task == "consistency":
-            rows_c.append(consistency_record(group, base_texts, tuned_texts, params.reward.entropy_max_words, semantics))
+            truncated = {
+                model: float(np.mean([s.truncated for out in outs for s in out]))
+                for model, outs in (("base", base_g), ("tuned", tuned_g))
+            }
+            rows_c.append(
+                consistency_record(
+                    group, base_texts, tuned_texts, params.reward.entropy_max_words, semantics,
+                    axis=params.eval.gap_axis, truncated=truncated,
+                )
+            )  # fmt: skip
         else:
             normalize = get_normalizer(group.answer_normalizer or "casefold_match")
             variant = group.members[0].variant_id
@@ -202,5 +243,5 @@ def evaluate_models(
             )
     return EvaluationFrames(
         pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice,
-        {"base": base_stats, "tuned": tuned_stats},
+        {"base": base_stats, "tuned": tuned_stats}, base_out,
     )  # fmt: skip

@@ -209,3 +209,50 @@ def adjust(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     return [
         replace(c, q_bh=q, significant=q is not None and q < alpha) for c, q in zip(comparisons, q_values)
     ]
+
+
+# --- power: the smallest change a design can see, and a one-sample test of a bias ----------------
+
+
+def paired_power(effect: float, sd_diff: float, n: int, alpha: float) -> float:
+    """Power of the two-sided paired t-test at level α to detect a true mean difference `effect`.
+
+    T ~ noncentral t(df = n − 1, nc = effect·√n / sd_diff); power = P(T > t₁₋α/₂) + P(T < −t₁₋α/₂)
+    (Cohen 1988, ch. 2; the same as statsmodels' TTestPower).
+    """
+    if n < 2 or sd_diff <= 0:
+        raise ValueError(f"power needs n >= 2 and sd_diff > 0, got n={n}, sd_diff={sd_diff}")
+    df, nc = n - 1, effect * math.sqrt(n) / sd_diff
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    power = float(stats.nct.sf(critical, df, nc) + stats.nct.cdf(-critical, df, nc))
+    if math.isfinite(power):
+        return power
+    # scipy's nct fails (NaN) for some tiny df / large nc: the normal approximation there
+    return float(stats.norm.sf(critical - nc) + stats.norm.cdf(-critical - nc))
+
+
+def detectable_effect(sd_diff: float, n: int, alpha: float, power: float = 0.8) -> float | None:
+    """Minimum detectable mean difference δ of a paired t-test: `paired_power`(δ) = power.
+
+    Solved with `scipy.optimize.brentq` between 0 and 4× the normal approximation
+    (t₁₋α/₂ + t_power)·sd_diff/√n; None when n < 2 or sd_diff is 0 (no spread to size a design from).
+    """
+    from scipy.optimize import brentq
+
+    if n < 2 or not sd_diff > 0:
+        return None
+    df = n - 1
+    guess = (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd_diff / math.sqrt(n)
+    return float(brentq(lambda d: paired_power(d, sd_diff, n, alpha) - power, 0.0, 4 * guess, xtol=1e-12))
+
+
+def one_sample_test(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """(mean, two-sided one-sample t-test p-value of mean = 0), e.g. of signed woman − man
+    differences across groups; p is None for n < 2 or values without spread."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return None, None
+    mean = float(x.mean())
+    if len(x) < 2 or np.ptp(x) <= _ZERO_SPREAD_RTOL * max(1.0, float(np.max(np.abs(x)))):
+        return mean, None
+    return mean, _finite_or_none(stats.ttest_1samp(x, 0.0).pvalue)

@@ -147,7 +147,12 @@ def sample_next(
     logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per row from softmax(logits / T), restricted to the top-p nucleus (Holtzman et al. 2020),
-    and its log-prob under softmax(logits / T)."""
+    and its log-prob under softmax(logits / T). T = 0 is greedy: the argmax, with its log-prob under
+    softmax(logits)."""
+    if temperature == 0:
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        chosen = log_probs.argmax(dim=-1)
+        return chosen, log_probs.gather(-1, chosen.unsqueeze(1)).squeeze(1)
     log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
     probs = log_probs.exp()
     if top_p < 1.0:

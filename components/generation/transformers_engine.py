@@ -74,8 +74,8 @@ class TransformersGenerationEngine:
         if adapter is None:
             return self._model if self._peft is None else None
         adapter = Path(adapter).resolve()
-        if self._peft is not None and adapter != self._adapter:
-            raise ValueError(f"transformers engine already holds adapter {self._adapter}; open a new engine for {adapter}")
+        if self._peft is not None and adapter != self._adapter:  # another adapter: back to the bare base first
+            self._model, self._peft, self._adapter = self._peft.unload(), None, None
         if self._peft is None:
             self._peft = load_adapter(self._model, adapter)
             self._adapter = adapter

@@ -91,6 +91,7 @@ def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) 
     }
     payload["params"]["train"].pop("save_every", None)
     payload["params"]["train"].pop("log_rollouts_every", None)
+    payload["params"]["train"].pop("snapshot_every", None)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -161,6 +162,30 @@ def _lr_scheduler(optimizer, params: Params):
     cfg = params.train
     total = cfg.steps * cfg.num_iterations
     return get_scheduler(cfg.lr_scheduler, optimizer, num_warmup_steps=cfg.warmup_steps, num_training_steps=total)
+
+
+def snapshot_dir(checkpoint_dir: Path, step: int) -> Path:
+    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-<step>."""
+    return Path(checkpoint_dir).parent / "snapshots" / f"step-{step:05d}"
+
+
+def _final_state(params: Params, base_model_dir: Path, steps: int, samples: int, seconds: float, start_step: int,
+                 fingerprint: str, history: list[dict[str, float]], world_size: int = 1) -> dict:  # fmt: skip
+    """train_state.json of a checkpoint: progress, provenance of the base model, the last metrics."""
+    provenance = read_provenance(base_model_dir)
+    return {
+        "steps": steps,
+        "samples": samples,
+        "seconds": seconds,
+        "seed": params.seed,
+        "world_size": world_size,
+        "resumed_from_step": start_step - 1,
+        "fingerprint": fingerprint,
+        "base_model_dir": str(Path(base_model_dir).resolve()),
+        "base_model_sha256": provenance.weights_sha256 if provenance else None,
+        "base_model_source": provenance.source if provenance else None,
+        "final_metrics": history[-1] if history else {},
+    }
 
 
 def train(
@@ -252,6 +277,11 @@ def train(
                 on_step(step, metrics)
             if on_rollouts is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
                 on_rollouts(step, rollout_table(batch, rewards, advantages, step))
+            if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
+                # an evaluable adapter of this step (learning curves), beside the final checkpoint
+                seconds_so_far = elapsed_before + time.perf_counter() - started
+                state = _final_state(params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size)
+                save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
             if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
                 progress = {
                     "fingerprint": fingerprint,
@@ -264,21 +294,7 @@ def train(
 
     seconds = elapsed_before + time.perf_counter() - started
     if ctx.is_main:
-        provenance = read_provenance(base_model_dir)
-        state = {
-            "steps": cfg.steps,
-            "samples": samples,
-            "seconds": seconds,
-            "seed": params.seed,
-            "world_size": ctx.world_size,
-            "resumed_from_step": start_step - 1,
-            "fingerprint": fingerprint,
-            "base_model_dir": str(Path(base_model_dir).resolve()),
-            "base_model_sha256": provenance.weights_sha256 if provenance else None,
-            "base_model_source": provenance.source if provenance else None,
-            "final_metrics": history[-1] if history else {},
-        }
-        save_checkpoint(checkpoint_dir, model, state, history)
+        save_checkpoint(checkpoint_dir, model, _final_state(params, base_model_dir, cfg.steps, samples, seconds, start_step, fingerprint, history, ctx.world_size), history)
         shutil.rmtree(state_dir, ignore_errors=True)  # the run is complete: nothing left to resume
     ctx.barrier()
     return TrainResult(checkpoint_dir, cfg.steps, samples, seconds, history, resumed_from=start_step - 1)

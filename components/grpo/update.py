@@ -45,6 +45,7 @@ class MicroBatch:
     packed: PackedBatch | SharedPromptBatch
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
+    micro_id: int = 0  # the micro-batch (of whole groups) these rows belong to; loss weights use it
 
 
 def precision_context(precision: str, device: torch.device):
@@ -54,21 +55,36 @@ def precision_context(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
+def _row_chunks(batch: GroupBatch, positions: list[int], rows_per_forward: int) -> list[list[int]]:
+    """Chunks of at most `rows_per_forward` rows (0: one chunk), rows sorted by completion length
+    first, so each chunk pads its completions to a similar length (long-tailed answers would
+    otherwise pad a whole chunk to its one long sample); prompt sharing applies inside a chunk."""
+    if rows_per_forward <= 0 or len(positions) <= rows_per_forward:
+        return [positions]
+    ordered = sorted(positions, key=lambda i: (len(batch.rollouts[i].completion_ids), i))
+    return [ordered[i : i + rows_per_forward] for i in range(0, len(ordered), rows_per_forward)]
+
+
 def plan_micro_batches(
-    batch: GroupBatch, groups_per_micro_batch: int, pad_id: int, share_prompts: bool = True
+    batch: GroupBatch, groups_per_micro_batch: int, pad_id: int, share_prompts: bool = True, rows_per_forward: int = 0
 ) -> list[MicroBatch]:
-    """Consecutive whole groups per micro-batch (empty completions carry no tokens and are skipped)."""
+    """Consecutive whole groups per micro-batch (empty completions carry no tokens and are skipped).
+
+    A micro-batch of more than `rows_per_forward` rows (> 0) runs as several forward/backward
+    chunks that share its `micro_id`: the loss is a sum of per-sequence terms with weights fixed on
+    the whole batch, so chunking changes memory, not the gradient (tested equal).
+    """
     packer = pack_shared if share_prompts else pack
     out = []
-    for start in range(0, len(batch.groups), groups_per_micro_batch):
+    for micro_id, start in enumerate(range(0, len(batch.groups), groups_per_micro_batch)):
         positions = [
             i
             for g in range(start, min(start + groups_per_micro_batch, len(batch.groups)))
             for i in batch.rollouts_of(g)
             if batch.rollouts[i].completion_ids
         ]
-        if positions:
-            out.append(MicroBatch(positions, packer([batch.rollouts[i] for i in positions], pad_id)))
+        for chunk in _row_chunks(batch, positions, rows_per_forward) if positions else []:
+            out.append(MicroBatch(chunk, packer([batch.rollouts[i] for i in chunk], pad_id), micro_id=micro_id))
     return out
 
 
@@ -79,9 +95,10 @@ def global_token_weights(
     n = len(batch.rollouts)
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
     local_micro = torch.full((n,), -1, dtype=torch.long)
-    for j, mb in enumerate(micro_batches):
-        local_micro[mb.positions] = j
-    gathered = ctx.all_gather_object((lengths, local_micro, len(micro_batches)))
+    for mb in micro_batches:
+        local_micro[mb.positions] = mb.micro_id
+    count = len({mb.micro_id for mb in micro_batches})
+    gathered = ctx.all_gather_object((lengths, local_micro, count))
     start = sum(len(lens) for lens, _, _ in gathered[: ctx.rank])  # this rank's rows in the global batch
     micro_offsets = [sum(count for _, _, count in gathered[:rank]) for rank in range(len(gathered))]
     lengths_all = torch.cat([lens for lens, _, _ in gathered])
@@ -126,7 +143,7 @@ def policy_update(
     `model` is the peft model (reference via disable_adapter), `trainer_model` the module that
     takes gradients (the DDP wrapper when distributed, else `model` itself).
     """
-    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts)
+    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts, cfg.rows_per_forward)
     weights = global_token_weights(batch, micro_batches, cfg, ctx)
     prepare_fixed_logprobs(model, micro_batches, cfg)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -191,5 +208,6 @@ def policy_update(
         "tokens": tokens / cfg.num_iterations,
         "grad_norm": sum(grad_norms) / len(grad_norms),
         "lr": lrs[-1],
-        "micro_batches": float(len(micro_batches)),
+        "micro_batches": float(len({mb.micro_id for mb in micro_batches})),
+        "forward_chunks": float(len(micro_batches)),
     }

@@ -1,21 +1,34 @@
 """Registration gates: may the tuned model be registered? Judged on `metrics.json` and, for the
 champion gates, on the metrics recorded (as version tags) for the current `@champion`.
 
+The headline gap is the paper's (Prabhune et al. 2025, arXiv:2512.12858): per group,
+gap = |mean H(axis value A) − mean H(axis value B)| on the variant axis ``consistency.axis``
+(e.g. gender), H the entropy of the answers; base_mean_gap / tuned_mean_gap are its mean over groups.
+
 Each gate is a plain function `(metrics, GateConfig) -> GateResult`, run in the order of `GATES`;
 then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` of `CHAMPION_GATES`:
 
 - ``no_nan``: every number in metrics (recursively) is finite, and a value is null only where a
   null is legitimate (`_null_allowed`):
     * never for the consistency numbers the gates rely on (n_groups, base/tuned mean gap,
-      helpfulness, mean words and empty rate);
+      helpfulness, mean words, empty rate and truncated share);
     * ``consistency.relative_gap_reduction``: only when ``consistency.base_mean_gap == 0``;
     * ``diversity.*``: only when ``diversity.n_tasks == 0`` (no diversity task evaluated);
-    * elsewhere (p-values and t for n < 2 or zero variance, other statistics): allowed; the gate
-      that needs the value judges it (``significance`` judges a null p-value).
+    * elsewhere (p- and q-values and t for n < 2 or zero variance, ``per_domain``, noise floor and
+      other statistics): allowed; the gate that needs the value judges it (``significance`` judges
+      a null q-value).
+- ``truncation``: max(base_truncated_share, tuned_truncated_share) <= max_truncated_share, the
+  share of consistency samples stopped by max_new_tokens instead of EOS (a truncated answer has a
+  cut entropy: the gap is not measured); fails also when ``consistency.valid`` is false, and when
+  the shares are missing (an evaluation that did not record truncation cannot register).
 - ``gap_reduction``: (base_gap − tuned_gap) / base_gap >= min_relative_gap_reduction; when the
   base gap is 0 (relative reduction null) it passes only if the tuned gap is 0 too.
-- ``significance``: paired t-test p_value <= max_p_value; a null p-value passes only when the
-  gate is disabled (max_p_value >= 1.0).
+- ``significance``: q <= max_p_value and tuned_gap < base_gap, where q is ``consistency.q_value``,
+  the Benjamini–Hochberg adjusted p-value of the paired t-test on the per-group gap (BH over the
+  overall and the per-domain tests): a significant increase of the gap fails. A null q passes only
+  when the gate is disabled (max_p_value >= 1), which also skips the direction check. Metrics
+  without a ``q_value`` key (written before it existed) are judged on the unadjusted ``p_value``,
+  noted in the reason.
 - ``helpfulness``: base_helpfulness − tuned_helpfulness <= max_helpfulness_drop (H_norm scale).
 - ``length``: (base_mean_words − tuned_mean_words) / base_mean_words <= max_length_drop, i.e. the
   tuned mean response length keeps at least (1 − max_length_drop) of the base's (collapse to short
@@ -24,10 +37,12 @@ then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` o
   without a word).
 - ``coverage``: base_coverage − tuned_coverage <= max_coverage_drop (share of a diversity task's
   valid set that the samples cover, GAPO).
+- ``validity``: base_validity − tuned_validity <= max_validity_drop (share of valid answers on the
+  diversity tasks, per task mean): diversity must not be bought with invalid answers.
 - ``diversity_helpfulness``, ``diversity_length``, ``diversity_empty_rate``: the three quality
   guards above on the diversity section (its keys are base/tuned_helpfulness, base/tuned_words,
   base/tuned_empty_rate), with the same thresholds.
-  The four diversity gates pass with a note when no diversity task was evaluated (n_tasks = 0).
+  The five diversity gates pass with a note when no diversity task was evaluated (n_tasks = 0).
 - ``champion_gap``: tuned_mean_gap − champion's tuned_mean_gap <= champion_max_gap_increase (nats).
 - ``champion_helpfulness``: champion's tuned_helpfulness − tuned_helpfulness
   <= champion_max_helpfulness_drop.
@@ -118,9 +133,14 @@ def _pair(value: float, threshold: float) -> tuple[str, str]:
     return shown
 
 
+def _within(value: float, threshold: float) -> bool:
+    """value <= threshold up to float rounding (`_SLACK`)."""
+    return value <= threshold + _SLACK
+
+
 def _at_most(value: float, threshold: float) -> tuple[bool, str]:
     """(value <= threshold, "value <= threshold" or "value > threshold" as shown by `_pair`)."""
-    passed = value <= threshold + _SLACK
+    passed = _within(value, threshold)
     shown, limit = _pair(value, threshold)
     return passed, f"{shown} {'<=' if passed else '>'} {limit}"
 
@@ -189,7 +209,8 @@ def _leaves(obj: object, path: str = "") -> Iterator[tuple[str, object]]:
 _REQUIRED = {
     f"consistency.{k}"
     for k in ("n_groups", "base_mean_gap", "tuned_mean_gap", "base_helpfulness", "tuned_helpfulness",
-              "base_mean_words", "tuned_mean_words", "base_empty_rate", "tuned_empty_rate")
+              "base_mean_words", "tuned_mean_words", "base_empty_rate", "tuned_empty_rate",
+              "base_truncated_share", "tuned_truncated_share")
 }  # fmt: skip
 
 
@@ -252,35 +273,100 @@ def gap_reduction(metrics: dict, gate: GateConfig) -> GateResult:
     return GateResult(name, value, threshold, passed, f"{name}: {shown} {sign} {limit} ({gaps})")
 
 
+# --- truncation -----------------------------------------------------------------------------------
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def _truncated_samples(base: float, tuned: float, metrics: dict) -> str:
+    """'12.5% of base samples and 3.0% of tuned samples hit max_new_tokens = 32'."""
+    limit = _get(metrics, "consistency", "max_new_tokens")
+    shown = f" = {limit}" if _number(limit) is not None else ""
+    return f"{_percent(base)} of base samples and {_percent(tuned)} of tuned samples hit max_new_tokens{shown}"
+
+
+def _declared_invalid(metrics: dict) -> str | None:
+    """Why the evaluation declared itself invalid (``consistency.valid`` false), else None."""
+    if _get(metrics, "consistency", "valid") is not False:
+        return None
+    why = _get(metrics, "consistency", "invalid_reason")
+    return str(why) if why not in (None, "", _MISSING) else "consistency.valid is false"
+
+
+def truncation(metrics: dict, gate: GateConfig) -> GateResult:
+    """max(base_truncated_share, tuned_truncated_share) <= gate.max_truncated_share, and
+    ``consistency.valid`` is not false; missing shares fail (truncation not recorded)."""
+    name, threshold = "truncation", gate.max_truncated_share
+    pair = _base_and_tuned(metrics, "consistency", "truncated_share")
+    if pair is None:
+        return _missing(name, threshold, "consistency.base_truncated_share / tuned_truncated_share (as finite "
+                        "numbers): an evaluation that did not record truncation cannot register")  # fmt: skip
+    worst, hits, limit = max(pair), _truncated_samples(*pair, metrics), f"{threshold * 100:g}%"
+    problems = [] if _within(worst, threshold) else [f"{hits} (> {limit}); raise eval.max_new_tokens"]
+    invalid = _declared_invalid(metrics)
+    problems += [invalid] if invalid is not None else []
+    if problems:
+        reason = f"{name}: consistency evaluation invalid: " + "; ".join(problems)
+    else:
+        reason = f"{name}: {hits} (<= {limit})"
+    return GateResult(name, worst, threshold, not problems, reason)
+
+
 # --- significance ---------------------------------------------------------------------------------
 
 
-def significance(metrics: dict, gate: GateConfig) -> GateResult:
-    """Paired t-test p_value <= gate.max_p_value (null passes only if max_p_value >= 1)."""
-    name, threshold = "significance", gate.max_p_value
-    p_value = _get(metrics, "consistency", "p_value")
-    if p_value is _MISSING:
-        return _missing(name, threshold, "consistency.p_value")
+def _headline_test(metrics: dict) -> tuple[str, object, str]:
+    """(key judged, its value, the test as words): ``q_value``, or ``p_value`` in older metrics."""
+    part = metrics.get("consistency")
+    adjusted = isinstance(part, dict) and "q_value" in part
+    key = "q_value" if adjusted else "p_value"
+    axis = _get(metrics, "consistency", "axis")
     n = _get(metrics, "consistency", "n_groups")
-    test = f"paired t-test on per-group entropy gaps, n = {n if n is not _MISSING else '?'}"
-    if p_value is None:
-        passed = threshold >= 1.0
-        verdict = (
-            "gate disabled (max_p_value >= 1)"
-            if passed
-            else f"max_p_value = {threshold:g} requires a defined p-value"
-        )
-        return GateResult(
-            name, None, threshold, passed, f"{name}: p-value undefined ({test}); {verdict}"
-        )
-    value = _number(p_value)
+    gap = f"per-group {axis if isinstance(axis, str) and axis else 'entropy'} gap"
+    size = f"n = {n if n is not _MISSING else '?'}"
+    if adjusted:
+        test = f"paired t-test on the {gap}, BH-adjusted, {size}"
+    else:
+        test = f"paired t-test on the {gap}, {size}; metrics have no q_value: unadjusted p_value judged"
+    return key, _get(metrics, "consistency", key), test
+
+
+def significance(metrics: dict, gate: GateConfig) -> GateResult:
+    """q <= gate.max_p_value and tuned_mean_gap < base_mean_gap, q the BH-adjusted p-value of the
+    paired test (``p_value`` when the metrics have no ``q_value``); disabled when max_p_value >= 1."""
+    name, threshold = "significance", gate.max_p_value
+    key, raw, test = _headline_test(metrics)
+    if raw is _MISSING:
+        return _missing(name, threshold, f"consistency.{key}")
+    symbol, disabled, off = key[0], threshold >= 1.0, "gate disabled (max_p_value >= 1)"
+    if raw is None:
+        verdict = off if disabled else f"max_p_value = {threshold:g} requires a defined {key}"
+        return GateResult(name, None, threshold, disabled, f"{name}: {symbol} undefined ({test}); {verdict}")
+    value = _number(raw)
     if value is None or not math.isfinite(value):
-        return GateResult(name, None, threshold, False, f"{name}: {p_value!r} is not a number")
-    passed = value <= threshold + _SLACK
-    sign = "<=" if passed else ">"
-    return GateResult(
-        name, value, threshold, passed, f"{name}: p = {value:.3g} {sign} {threshold:g} ({test})"
-    )
+        return GateResult(name, None, threshold, False, f"{name}: {raw!r} is not a number")
+    shown = f"{symbol} = {value:.3g}"
+    if disabled:
+        return GateResult(name, value, threshold, True, f"{name}: {shown}, {off} ({test})")
+    if not _within(value, threshold):
+        return GateResult(name, value, threshold, False, f"{name}: {shown} > {threshold:g} ({test})")
+    return _gap_fell(name, value, threshold, metrics, f"{shown} <= {threshold:g} ({test})")
+
+
+def _gap_fell(name: str, value: float, threshold: float, metrics: dict, significant: str) -> GateResult:
+    """A significant difference passes only when it is a fall: tuned_mean_gap < base_mean_gap."""
+    pair = _base_and_tuned(metrics, "consistency", "mean_gap")
+    if pair is None:
+        return _missing(name, threshold, "consistency.base_mean_gap / tuned_mean_gap (as finite numbers)")
+    base, tuned = pair
+    if tuned < base:
+        return GateResult(name, value, threshold, True, f"{name}: {significant}; the gap fell "
+                          f"(tuned mean gap {tuned:.4g} < base {base:.4g})")  # fmt: skip
+    change = "rose: a significant increase" if tuned > base else "did not fall"
+    return GateResult(name, value, threshold, False, f"{name}: {significant}, but the gap {change} "
+                      f"(tuned mean gap {tuned:.4g} vs base {base:.4g})")  # fmt: skip
 
 
 # --- quality guard: helpfulness, length, empty answers, coverage ----------------------------------
@@ -369,6 +455,11 @@ def coverage(metrics: dict, gate: GateConfig) -> GateResult:
     return _worsening("coverage", gate.max_coverage_drop, metrics, "diversity", "coverage", True, "valid-set coverage")
 
 
+def validity(metrics: dict, gate: GateConfig) -> GateResult:
+    """base_validity − tuned_validity <= gate.max_validity_drop (no diversity task: pass, noted)."""
+    return _worsening("validity", gate.max_validity_drop, metrics, "diversity", "validity", True, "valid-answer share")
+
+
 def diversity_helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
     """diversity: base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
     return _worsening(
@@ -391,12 +482,14 @@ def diversity_empty_rate(metrics: dict, gate: GateConfig) -> GateResult:
 
 GATES: dict[str, Callable[[dict, GateConfig], GateResult]] = {
     "no_nan": no_nan,
+    "truncation": truncation,
     "gap_reduction": gap_reduction,
     "significance": significance,
     "helpfulness": helpfulness,
     "length": length,
     "empty_rate": empty_rate,
     "coverage": coverage,
+    "validity": validity,
     "diversity_helpfulness": diversity_helpfulness,
     "diversity_length": diversity_length,
     "diversity_empty_rate": diversity_empty_rate,

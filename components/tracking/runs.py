@@ -134,13 +134,16 @@ def set_tags(tags: Mapping[str, Any]) -> None:
     mlflow.set_tags({k: str(v) for k, v in tags.items()})
 
 
-def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str] | None = None) -> str:
-    """Create a parent run (left open for the steps) and return its id."""
+def start_parent_run(
+    cfg: TrackingConfig, name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
+) -> str:
+    """Create a parent run (left open for the steps; itself a child of `parent_run_id` if given)."""
     import mlflow
 
     experiment_id = configure(cfg)
     client = mlflow.MlflowClient()
-    run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **(tags or {})})
+    extra = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
+    run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **extra, **(tags or {})})
     return run.info.run_id
 
 

@@ -194,3 +194,26 @@ def test_consistency_record_axis_helpfulness_and_words_by_hand():
     # the pooled means agree with the group-level helpfulness / words when weighted by sample count
     assert (3 * 0.5 + 2 * 0.5) / 5 == pytest.approx(row["base_helpfulness"])
     assert (3 * 3.0 + 2 * 2.0) / 5 == pytest.approx(row["base_words"])
+
+
+def test_nan_pairs_are_dropped_per_metric():
+    # groups g0 and g2 asked in one phrasing: their paraphrase gap is NaN (base, tuned or both)
+    frame = consistency_frame()
+    frame.loc[0, "base_paraphrase_gap"] = float("nan")
+    frame.loc[2, ["base_paraphrase_gap", "tuned_paraphrase_gap"]] = float("nan")
+    comparisons = compare_all(frame, pd.DataFrame(), alpha=0.05, n_resamples=200, confidence=0.9, seed=0)
+    by_metric = {c.metric: c for c in comparisons if c.family == "base_vs_tuned"}
+    paraphrase = by_metric["consistency.paraphrase_gap"]
+    # left: g1 (base 0.1, tuned 0.1 − 0.05 + 0.01 = 0.06) and g3 (base 0.3, tuned 0.3 − 0.15 + 0.09 = 0.24)
+    assert paraphrase.n == 2
+    assert paraphrase.mean_a == pytest.approx(0.2) and paraphrase.mean_b == pytest.approx(0.15)
+    assert paraphrase.delta == pytest.approx(-0.05)  # (−0.04 − 0.06) / 2
+    # the other metrics keep all four groups
+    assert by_metric["consistency.gap"].n == 4
+    # a metric undefined in every group: no pairs, nulls rather than NaN
+    frame[["base_paraphrase_gap", "tuned_paraphrase_gap"]] = float("nan")
+    empty = next(
+        c for c in compare_all(frame, pd.DataFrame(), alpha=0.05, n_resamples=200, confidence=0.9, seed=0)
+        if c.metric == "consistency.paraphrase_gap"
+    )  # fmt: skip
+    assert empty.n == 0 and empty.delta is None and empty.p_t is None and empty.q_bh is None

@@ -23,9 +23,11 @@ from components.registry.promotion import promotion_check
 
 GATE = GateConfig(
     min_relative_gap_reduction=0.0,
-    max_p_value=0.05,
+    max_p_value=0.01,
+    max_truncated_share=0.05,
     max_helpfulness_drop=0.1,
     max_coverage_drop=0.0,
+    max_validity_drop=0.05,
     max_length_drop=0.5,
     max_empty_rate_increase=0.05,
     champion_max_gap_increase=0.02,
@@ -36,14 +38,27 @@ GATE = GateConfig(
 def good_metrics() -> dict:
     return {
         "consistency": {
+            "axis": "gender",
             "n_groups": 24,
             "base_mean_gap": 0.40,
             "tuned_mean_gap": 0.30,
             "relative_gap_reduction": 0.25,
             "t_statistic": 3.1,
             "p_value": 0.004,
+            "q_value": 0.008,
             "p_value_wilcoxon": 0.006,
             "significant": True,
+            "per_domain": {
+                "hiring": {"n_groups": 12, "base_mean_gap": 0.5, "tuned_mean_gap": 0.3, "relative_gap_reduction": 0.4,
+                           "p_value": 0.01, "q_value": 0.015, "ci_low": 0.05, "ci_high": 0.35},
+                "medical": {"n_groups": 1, "base_mean_gap": 0.2, "tuned_mean_gap": 0.2, "relative_gap_reduction": 0.0,
+                            "p_value": None, "q_value": None, "ci_low": None, "ci_high": None},
+            },
+            "base_truncated_share": 0.02,
+            "tuned_truncated_share": 0.01,
+            "max_new_tokens": 64,
+            "valid": True,
+            "invalid_reason": None,
             "base_helpfulness": 0.55,
             "tuned_helpfulness": 0.50,
             "base_mean_words": 30.0,
@@ -81,8 +96,8 @@ def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
-        "no_nan", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "coverage",
-        "diversity_helpfulness", "diversity_length", "diversity_empty_rate",
+        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
+        "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate",
         "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
@@ -137,9 +152,9 @@ def test_gap_reduction_fails_when_tuned_gap_grows():
     )
     decision, gate = result(metrics, "gap_reduction")
     assert not gate.passed and gate.value == -0.12 and gate.threshold == 0.0
-    assert decision.reasons() == [
-        "gap_reduction: -0.12 < 0.00 (tuned mean entropy gap 0.41 vs base 0.37)"
-    ]
+    # a rise of the gap also fails an enabled significance gate (q = 0.008: a significant increase)
+    assert [r.split(":")[0] for r in decision.reasons()] == ["gap_reduction", "significance"]
+    assert decision.reasons()[0] == "gap_reduction: -0.12 < 0.00 (tuned mean entropy gap 0.41 vs base 0.37)"
 
 
 def test_gap_reduction_threshold():
@@ -168,20 +183,160 @@ def test_gap_reduction_with_zero_base_gap():
 # --- significance ---------------------------------------------------------------------------------
 
 
+TEST = "paired t-test on the per-group gender gap, BH-adjusted, n = 24"
+
+
+def test_significance_judges_the_bh_adjusted_q_value_and_a_fall_of_the_gap():
+    # q = 0.008 <= 0.01 and the gap fell 0.40 -> 0.30; the unadjusted p (0.004) is not what is judged
+    decision, gate = result(good_metrics(), "significance")
+    assert gate.passed and gate.value == 0.008 and gate.threshold == 0.01
+    assert gate.reason == f"significance: q = 0.008 <= 0.01 ({TEST}); the gap fell (tuned mean gap 0.3 < base 0.4)"
+    # boundary: q exactly at the level passes
+    assert result(with_values("consistency", q_value=0.01), "significance")[1].passed
+
+
 def test_significance_fails_above_max_p_value():
-    decision, gate = result(with_values("consistency", p_value=0.3), "significance")
-    assert not gate.passed and gate.value == 0.3 and gate.threshold == 0.05
+    # p = 0.004 would pass; its BH-adjusted q = 0.3 does not
+    decision, gate = result(with_values("consistency", q_value=0.3), "significance")
+    assert not gate.passed and gate.value == 0.3 and gate.threshold == 0.01
+    assert decision.reasons() == [f"significance: q = 0.3 > 0.01 ({TEST})"]
+    assert not result(with_values("consistency", q_value=0.011), "significance")[1].passed
+
+
+def test_significance_fails_on_a_significant_increase_of_the_gap():
+    metrics = with_values(
+        "consistency", base_mean_gap=0.30, tuned_mean_gap=0.45, relative_gap_reduction=-0.5, q_value=0.001
+    )
+    decision, gate = result(metrics, "significance")
+    assert not gate.passed and gate.value == 0.001
+    assert gate.reason == (
+        f"significance: q = 0.001 <= 0.01 ({TEST}), but the gap rose: a significant increase "
+        "(tuned mean gap 0.45 vs base 0.3)"
+    )
+    equal = with_values("consistency", base_mean_gap=0.3, tuned_mean_gap=0.3, relative_gap_reduction=0.0)
+    decision, gate = result(equal, "significance")
+    assert not gate.passed and "but the gap did not fall" in gate.reason
+
+
+def test_significance_with_null_q_value_passes_only_when_disabled():
+    metrics = with_values("consistency", n_groups=1, t_statistic=None, p_value=None, q_value=None)
+    decision, gate = result(metrics, "significance")
+    assert not gate.passed and gate.value is None
+    assert gate.reason == (
+        "significance: q undefined (paired t-test on the per-group gender gap, BH-adjusted, n = 1); "
+        "max_p_value = 0.01 requires a defined q_value"
+    )
+    disabled = GATE.model_copy(update={"max_p_value": 1.0})
+    decision, gate = result(metrics, "significance", disabled)
+    assert gate.passed and gate.reason.endswith("; gate disabled (max_p_value >= 1)")
+
+
+def test_significance_disabled_judges_neither_q_nor_the_direction():
+    disabled = GATE.model_copy(update={"max_p_value": 1.0})
+    rose = with_values("consistency", base_mean_gap=0.3, tuned_mean_gap=0.45, relative_gap_reduction=-0.5, q_value=0.6)
+    decision, gate = result(rose, "significance", disabled)
+    assert gate.passed and gate.value == 0.6
+    assert gate.reason == f"significance: q = 0.6, gate disabled (max_p_value >= 1) ({TEST})"
+
+
+def test_significance_falls_back_to_p_value_for_metrics_without_q_value():
+    old = good_metrics()
+    del old["consistency"]["q_value"], old["consistency"]["axis"]
+    decision, gate = result(old, "significance")
+    assert gate.passed and gate.value == 0.004
+    assert gate.reason == (
+        "significance: p = 0.004 <= 0.01 (paired t-test on the per-group entropy gap, n = 24; "
+        "metrics have no q_value: unadjusted p_value judged); the gap fell (tuned mean gap 0.3 < base 0.4)"
+    )
+    old["consistency"]["p_value"] = 0.03
+    assert not result(old, "significance")[1].passed
+    # a null q_value is not a missing one: no fallback to p_value
+    assert not result(with_values("consistency", q_value=None), "significance")[1].passed
+    del old["consistency"]["p_value"]
+    assert result(old, "significance")[1].reason == "significance: metrics lack consistency.p_value"
+
+
+def test_default_gate_config_follows_the_paper():
+    default = GateConfig()
+    assert (default.max_p_value, default.max_truncated_share, default.max_validity_drop) == (0.01, 0.05, 0.05)
+    for field, value in (("max_truncated_share", 1.5), ("max_truncated_share", -0.1), ("max_validity_drop", -0.1)):
+        with pytest.raises(ValueError):
+            GateConfig(**{field: value})
+
+
+# --- truncation -----------------------------------------------------------------------------------
+
+
+def test_truncation_passes_at_exactly_the_threshold():
+    decision, gate = result(with_values("consistency", base_truncated_share=0.05, tuned_truncated_share=0.0), "truncation")
+    assert gate.passed and gate.value == 0.05 and gate.threshold == 0.05 and decision.passed
+    assert gate.reason == (
+        "truncation: 5.0% of base samples and 0.0% of tuned samples hit max_new_tokens = 64 (<= 5%)"
+    )
+
+
+@pytest.mark.parametrize(("base", "tuned", "shown"), [(0.06, 0.0, "6.0% of base samples and 0.0% of tuned"),
+                                                      (0.0, 0.06, "0.0% of base samples and 6.0% of tuned")])
+def test_truncation_fails_above_the_threshold_on_either_side(base, tuned, shown):
+    metrics = with_values("consistency", base_truncated_share=base, tuned_truncated_share=tuned)
+    decision, gate = result(metrics, "truncation")
+    assert not gate.passed and gate.value == 0.06 and not decision.passed
     assert decision.reasons() == [
-        "significance: p = 0.3 > 0.05 (paired t-test on per-group entropy gaps, n = 24)"
+        f"truncation: consistency evaluation invalid: {shown} samples hit max_new_tokens = 64 (> 5%); "
+        "raise eval.max_new_tokens"
     ]
 
 
-def test_significance_with_null_p_value_passes_only_when_disabled():
-    metrics = with_values("consistency", n_groups=1, t_statistic=None, p_value=None)
-    decision, gate = result(metrics, "significance")
-    assert not gate.passed and decision.reasons()[0].startswith("significance: p-value undefined")
-    disabled = GATE.model_copy(update={"max_p_value": 1.0})
-    assert result(metrics, "significance", disabled)[1].passed
+def test_truncation_reason_says_the_evaluation_is_invalid():
+    metrics = with_values("consistency", base_truncated_share=0.125, tuned_truncated_share=0.03, max_new_tokens=32)
+    assert result(metrics, "truncation")[1].reason == (
+        "truncation: consistency evaluation invalid: 12.5% of base samples and 3.0% of tuned samples hit "
+        "max_new_tokens = 32 (> 5%); raise eval.max_new_tokens"
+    )
+
+
+@pytest.mark.parametrize("key", ["base_truncated_share", "tuned_truncated_share"])
+def test_truncation_fails_when_not_recorded(key):
+    metrics = good_metrics()
+    del metrics["consistency"][key]
+    decision, gate = result(metrics, "truncation")
+    assert not gate.passed and gate.value is None
+    assert gate.reason == (
+        "truncation: metrics lack consistency.base_truncated_share / tuned_truncated_share (as finite numbers): "
+        "an evaluation that did not record truncation cannot register"
+    )
+
+
+def test_truncation_fails_when_the_evaluation_declares_itself_invalid():
+    why = "base model answered 40% of prompts with an empty string"
+    decision, gate = result(with_values("consistency", valid=False, invalid_reason=why), "truncation")
+    assert not gate.passed and gate.value == 0.02  # the shares themselves are fine
+    assert gate.reason == f"truncation: consistency evaluation invalid: {why}"
+    decision, gate = result(with_values("consistency", valid=False, invalid_reason=None), "truncation")
+    assert not gate.passed and gate.reason == "truncation: consistency evaluation invalid: consistency.valid is false"
+    both = with_values("consistency", valid=False, invalid_reason=why, base_truncated_share=0.5)
+    assert result(both, "truncation")[1].reason == (
+        "truncation: consistency evaluation invalid: 50.0% of base samples and 1.0% of tuned samples hit "
+        f"max_new_tokens = 64 (> 5%); raise eval.max_new_tokens; {why}"
+    )
+
+
+def test_a_truncated_evaluation_can_never_register():
+    perfect = with_values(
+        "consistency", base_mean_gap=0.8, tuned_mean_gap=0.0, relative_gap_reduction=1.0, p_value=1e-9,
+        q_value=1e-8, tuned_helpfulness=0.9, tuned_mean_words=30.0, tuned_empty_rate=0.0,
+        base_truncated_share=0.5, tuned_truncated_share=0.0,
+    )  # fmt: skip
+    perfect["diversity"].update(tuned_coverage=1.0, tuned_validity=1.0, tuned_helpfulness=0.9)
+    lenient = GATE.model_copy(update={
+        "min_relative_gap_reduction": -10.0, "max_p_value": 1.0, "max_helpfulness_drop": 1.0,
+        "max_coverage_drop": 1.0, "max_validity_drop": 1.0, "max_length_drop": 1.0, "max_empty_rate_increase": 1.0,
+    })  # fmt: skip
+    for gate in (GATE, lenient, GateConfig()):
+        decision = evaluate_gates(perfect, gate, champion_with(tuned_mean_gap=0.3))
+        assert not decision.passed
+        assert [r.split(":")[0] for r in decision.reasons()] == ["truncation"]
+        assert decision.reasons()[0].startswith("truncation: consistency evaluation invalid: 50.0% of base samples")
 
 
 # --- helpfulness ----------------------------------------------------------------------------------
@@ -293,6 +448,19 @@ def test_no_nan_requires_the_consistency_quality_numbers():
     decision, gate = result(with_values("consistency", tuned_mean_words=None, tuned_empty_rate=None), "no_nan")
     assert not gate.passed and gate.value == 2
     assert "consistency.tuned_mean_words is null" in gate.reason and "consistency.tuned_empty_rate is null" in gate.reason
+    decision, gate = result(with_values("consistency", base_truncated_share=None, tuned_truncated_share=None), "no_nan")
+    assert not gate.passed and gate.value == 2
+    assert "consistency.base_truncated_share is null" in gate.reason
+    assert "consistency.tuned_truncated_share is null" in gate.reason
+
+
+def test_no_nan_allows_nulls_in_the_new_consistency_statistics():
+    # good_metrics has a one-group domain with null p, q and interval; add the other optional statistics
+    metrics = with_values("consistency", q_value=None, noise_floor=None, detectable_effect=None, invalid_reason=None)
+    assert result(metrics, "no_nan")[1].passed
+    metrics["consistency"]["per_domain"]["hiring"]["ci_high"] = float("nan")
+    decision, gate = result(metrics, "no_nan")
+    assert not gate.passed and "consistency.per_domain.hiring.ci_high = nan" in gate.reason
 
 
 def test_quality_gate_failure_registers_nothing(tmp_path):
@@ -339,23 +507,25 @@ def test_missing_consistency_fails_every_gate_that_needs_it():
     decision = evaluate_gates(metrics, GATE)
     assert not decision.passed
     failed = {reason.split(":")[0] for reason in decision.reasons()}
-    assert failed == {"gap_reduction", "significance", "helpfulness", "length", "empty_rate"}
+    assert failed == {"truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate"}
     # with a champion to compare against, the champion gates need the consistency metrics too
     decision = evaluate_gates(metrics, GATE, Champion("1", good_metrics()))
     failed = {reason.split(":")[0] for reason in decision.reasons()}
     assert failed == {
-        "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "champion_gap", "champion_helpfulness",
+        "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "champion_gap",
+        "champion_helpfulness",
     }  # fmt: skip
 
 
 def test_several_failures_are_all_reported():
     metrics = with_values(
-        "consistency", relative_gap_reduction=-0.5, p_value=0.5, tuned_helpfulness=0.1,
-        tuned_mean_words=5.0, tuned_empty_rate=0.5,
+        "consistency", relative_gap_reduction=-0.5, q_value=0.5, tuned_helpfulness=0.1,
+        tuned_mean_words=5.0, tuned_empty_rate=0.5, tuned_truncated_share=0.2,
     )  # fmt: skip
+    metrics["diversity"]["tuned_validity"] = 0.5
     decision = evaluate_gates(metrics, GATE)
     assert [reason.split(":")[0] for reason in decision.reasons()] == [
-        "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
+        "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "validity",
     ]  # fmt: skip
     assert decision.to_dict()["passed"] is False
 
@@ -379,6 +549,29 @@ def test_coverage_without_diversity_tasks_passes_with_a_note():
     missing = good_metrics()
     del missing["diversity"]["tuned_coverage"]
     assert not result(missing, "coverage")[1].passed
+
+
+# --- validity -------------------------------------------------------------------------------------
+
+
+def test_validity_drop_within_the_threshold_passes():
+    decision, gate = result(with_values("diversity", base_validity=0.9, tuned_validity=0.86), "validity")
+    assert gate.passed and gate.value == pytest.approx(0.04) and gate.threshold == 0.05 and decision.passed
+    assert gate.reason == "validity: drop 0.04 <= 0.05 (tuned valid-answer share 0.86 vs base 0.90)"
+
+
+def test_validity_fails_on_a_large_drop():
+    decision, gate = result(with_values("diversity", base_validity=0.9, tuned_validity=0.78), "validity")
+    assert not gate.passed and gate.value == pytest.approx(0.12)
+    assert decision.reasons() == ["validity: drop 0.12 > 0.05 (tuned valid-answer share 0.78 vs base 0.90)"]
+
+
+def test_validity_without_diversity_tasks_passes_with_a_note():
+    metrics = good_metrics()
+    metrics["diversity"] = {key: None for key in metrics["diversity"]} | {"n_tasks": 0}
+    decision, gate = result(metrics, "validity")
+    assert gate.passed and gate.value is None
+    assert gate.reason == "validity: no diversity task evaluated (not judged)"
 
 
 # --- against the champion -------------------------------------------------------------------------
@@ -432,17 +625,17 @@ def test_metrics_round_trip_through_version_tags():
 
 
 def test_gate_table_rows_and_markdown():
-    decision = evaluate_gates(with_values("consistency", p_value=0.3), GATE)
+    decision = evaluate_gates(with_values("consistency", q_value=0.3), GATE)
     rows = decision.rows()
-    assert [r["gate"] for r in rows][:4] == ["no_nan", "gap_reduction", "significance", "helpfulness"]
+    assert [r["gate"] for r in rows][:5] == ["no_nan", "truncation", "gap_reduction", "significance", "helpfulness"]
     significance_row = next(r for r in rows if r["gate"] == "significance")
     assert significance_row == {
-        "gate": "significance", "value": 0.3, "threshold": 0.05, "verdict": "fail",
-        "reason": "significance: p = 0.3 > 0.05 (paired t-test on per-group entropy gaps, n = 24)",
+        "gate": "significance", "value": 0.3, "threshold": 0.01, "verdict": "fail",
+        "reason": f"significance: q = 0.3 > 0.01 ({TEST})",
     }  # fmt: skip
     markdown = decision.markdown()
     assert markdown.startswith("**Gates: failed**")
-    assert "| significance | 0.3 | 0.05 | fail |" in markdown
+    assert "| significance | 0.3 | 0.01 | fail |" in markdown
 
 
 # --- promotion check ------------------------------------------------------------------------------

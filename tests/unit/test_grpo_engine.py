@@ -80,6 +80,29 @@ def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_mod
     assert moved > 1e-4, "the update must move the LoRA weights"
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo"])
+def test_rows_per_forward_chunks_give_the_same_update(lora_model, loss_type):
+    """Chunking a micro-batch's rows (memory) keeps the loss weights of the whole micro-batch."""
+    model, tok = lora_model
+    batch, rewards = fixed_batch(tok)
+    start = copy.deepcopy(model.state_dict())
+    results = {}
+    for rows in (0, 3, 5):  # whole micro-batches; one prompt's samples; chunks that straddle prompts
+        model.load_state_dict(start)
+        cfg = params(groups_per_step=4, groups_per_micro_batch=2, rows_per_forward=rows, loss_type=loss_type).train
+        advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+        metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
+        assert metrics["micro_batches"] == 2
+        assert (metrics["forward_chunks"] == 2) == (rows == 0)  # chunks only when asked
+        results[rows] = (metrics["loss"], lora_state(model))
+    loss0, w0 = results[0]
+    for rows in (3, 5):
+        loss, w = results[rows]
+        assert loss == pytest.approx(loss0, abs=1e-6)
+        assert all(torch.allclose(w[k], w0[k], atol=1e-6) for k in w0)
+
+
 def test_mu_iterations_reuse_rollouts_with_stored_old_logprobs(lora_model):
     model, tok = lora_model
     batch, rewards = fixed_batch(tok, n_groups=2)

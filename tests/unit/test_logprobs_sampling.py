@@ -1,9 +1,11 @@
 """Log-prob alignment of the packed training batch, and EOS handling of the sampler (tiny model)."""
 
+import math
+
 import pytest
 import torch
 
-from components.generation.sampling import SamplingConfig, TransformersEngine
+from components.generation.sampling import SamplingConfig, TransformersEngine, sample_next
 from components.grpo.logprobs import completion_logprobs, pack
 from components.grpo.types import Rollout
 from components.models.provision import load_base_model
@@ -144,3 +146,39 @@ def test_shared_prompt_forward_matches_packed_forward_and_gradients(model_and_to
         if p.requires_grad:
             assert torch.allclose(p.grad, grads[n], atol=1e-4), n
     assert any(g.abs().sum() > 0 for n, g in grads.items() if "lora_A" in n)
+
+
+def test_temperature_zero_is_argmax_with_its_log_softmax_logprob():
+    logits = torch.tensor([[0.0, 2.0, 1.0, -1.0], [3.0, 0.0, 0.0, 0.0]])
+    # row 0: argmax 1, log p = 2 − ln(e⁰ + e² + e¹ + e⁻¹); row 1: argmax 0, log p = 3 − ln(e³ + 3)
+    expected = [2 - math.log(1 + math.e**2 + math.e + math.exp(-1)), 3 - math.log(math.e**3 + 3)]
+    results = [
+        sample_next(logits, 0.0, top_p, torch.Generator().manual_seed(seed))
+        for seed, top_p in ((0, 1.0), (1, 1.0), (12345, 0.5))
+    ]
+    for chosen, logp in results:  # the same whatever the generator's seed or top_p
+        assert chosen.tolist() == [1, 0]
+        assert logp.tolist() == pytest.approx(expected, abs=1e-6)
+    # the log-prob is under softmax(logits), not a distribution sharpened to one token (log p = 0)
+    assert all(lp < 0 for lp in results[0][1].tolist())
+
+
+def test_temperature_zero_engine_decodes_like_greedy_generate(model_and_tokenizer):
+    from components.generation.sampling import chat_prompt
+
+    model, tok = model_and_tokenizer
+    engine = TransformersEngine(model, tok, batch_size=4, show_progress=False)
+    prompt = "Name a colour."
+    ours = engine.generate([prompt], SamplingConfig(n=2, max_new_tokens=8, temperature=0.0, top_p=1.0, seed=0))[0]
+    enc = tok(chat_prompt(tok, prompt), return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        greedy = model.generate(**enc, do_sample=False, max_new_tokens=8, pad_token_id=tok.pad_token_id)
+    expected = tuple(greedy[0, enc["input_ids"].shape[1] :].tolist())
+    assert all(s.completion_ids == expected[: len(s.completion_ids)] for s in ours)
+    assert ours[0].completion_ids == ours[1].completion_ids and ours[0].logprobs == ours[1].logprobs
+    # log-probs under softmax(logits): teacher forcing at T = 1 gives the same numbers
+    rollouts = [Rollout(0, "g", "a", "p", "c", ours[0].prompt_ids, ours[0].completion_ids, ours[0].truncated)]
+    with torch.no_grad():
+        forced = completion_logprobs(model, pack(rollouts, tok.pad_token_id), temperature=1.0).logp
+    n = len(ours[0].logprobs)
+    assert torch.allclose(forced[0, :n], torch.tensor(ours[0].logprobs), atol=1e-4)

@@ -14,10 +14,28 @@ from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS
 from components.evaluation.report import render_markdown, write_report
 
 CONSISTENCY_KEYS = {
-    "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
-    "p_value", "p_value_wilcoxon", "significant", "base_helpfulness", "tuned_helpfulness",
+    "axis", "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
+    "p_value", "p_value_wilcoxon", "q_value", "ci_low", "ci_high", "significant", "per_domain",
+    "base_helpfulness", "tuned_helpfulness",
     "base_mean_words", "tuned_mean_words", "base_semantic_agreement", "tuned_semantic_agreement",
     "base_cross_variant_cosine", "tuned_cross_variant_cosine", "base_empty_rate", "tuned_empty_rate",
+    # the paper's gap split into sampling noise and a systematic part, and the other gaps
+    "base_any_variant_gap", "tuned_any_variant_gap", "n_paraphrased_groups", "base_paraphrase_gap",
+    "tuned_paraphrase_gap", "base_noise_floor", "tuned_noise_floor", "base_excess_gap", "tuned_excess_gap",
+    "base_within_variant_sd", "tuned_within_variant_sd", "base_signed_diff", "base_signed_diff_p",
+    "tuned_signed_diff", "tuned_signed_diff_p", "gap_change_reason",
+    # what the design can detect, and whether the evaluation is valid at all
+    "detectable_reduction", "detectable_relative_reduction", "observed_detectable_reduction", "power",
+    "alpha", "base_truncated_share", "tuned_truncated_share", "max_new_tokens", "valid", "invalid_reason",
+}  # fmt: skip
+# keys of metrics.json["consistency"] that are not floats in a complete summary
+NON_FLOAT_KEYS = {
+    "axis", "n_groups", "n_paraphrased_groups", "significant", "per_domain", "gap_change_reason",
+    "max_new_tokens", "valid", "invalid_reason",
+}  # fmt: skip
+PER_DOMAIN_KEYS = {
+    "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic", "p_value",
+    "p_value_wilcoxon", "q_value", "ci_low", "ci_high",
 }  # fmt: skip
 DIVERSITY_KEYS = {"n_tasks", *(f"{m}_{name}" for name in DIVERSITY_METRICS for m in ("base", "tuned"))}
 
@@ -27,8 +45,16 @@ def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) ->
     for i, (base, tuned) in enumerate(zip(base_gaps, tuned_gaps)):
         rows.append(
             {
-                "group_id": f"g{i}", "domain": "job", "n_variants": 2,
+                "group_id": f"g{i}", "domain": "job", "axis": "gender", "n_variants": 2, "n_samples": 8,
                 "base_gap": base, "tuned_gap": tuned,
+                # the other gaps and the noise split: floor 0.1 (base) / 0.05 (tuned), excess = gap − floor
+                "base_any_variant_gap": base + 0.1, "tuned_any_variant_gap": tuned + 0.1,
+                "base_paraphrase_gap": 0.2, "tuned_paraphrase_gap": 0.1,
+                "base_signed_diff": -base, "tuned_signed_diff": -tuned,
+                "base_noise_floor": 0.1, "tuned_noise_floor": 0.05,
+                "base_excess_gap": base - 0.1, "tuned_excess_gap": tuned - 0.05,
+                "base_within_variant_sd": 0.3, "tuned_within_variant_sd": 0.2,
+                "base_truncated_share": 0.0, "tuned_truncated_share": 0.0,
                 "base_semantic_agreement": 0.5, "tuned_semantic_agreement": 0.5 + 0.1 * i,
                 "base_cross_variant_cosine": 0.4, "tuned_cross_variant_cosine": 0.6,
                 "base_helpfulness": 0.6, "tuned_helpfulness": 0.5 + 0.1 * i,
@@ -99,8 +125,23 @@ def test_summarize_shape_and_values():
     assert d["base_coverage"] == pytest.approx(0.375)
     assert d["tuned_tv_to_uniform"] == pytest.approx(0.125)
     assert d["base_distinct_1"] == pytest.approx(0.5)
+    assert c["axis"] == "gender"
+    assert set(c["per_domain"]) == {"job"} and set(c["per_domain"]["job"]) == PER_DOMAIN_KEYS
+    # one domain: its test is the overall test, BH over the two equal p-values leaves them as they are
+    assert c["q_value"] == pytest.approx(c["p_value"])
+    assert c["per_domain"]["job"]["q_value"] == pytest.approx(c["p_value"])
+    assert c["ci_low"] <= c["tuned_mean_gap"] - c["base_mean_gap"] <= c["ci_high"]
+    assert c["base_noise_floor"] == pytest.approx(0.1) and c["tuned_noise_floor"] == pytest.approx(0.05)
+    assert c["base_excess_gap"] == pytest.approx(1.6 / 3 - 0.1)
+    assert c["base_any_variant_gap"] == pytest.approx(1.6 / 3 + 0.1)
+    assert c["n_paraphrased_groups"] == 3
+    assert c["base_paraphrase_gap"] == pytest.approx(0.2) and c["tuned_paraphrase_gap"] == pytest.approx(0.1)
+    assert c["base_signed_diff"] == pytest.approx(-1.6 / 3)
+    assert c["valid"] is True and c["invalid_reason"] is None
+    assert c["base_truncated_share"] == 0.0 and c["tuned_truncated_share"] == 0.0
+    assert "systematic" in c["gap_change_reason"]
     assert metrics["notes"] == []
-    assert all(type(v) is float for k, v in c.items() if k not in ("n_groups", "significant"))
+    assert all(type(v) is float for k, v in c.items() if k not in NON_FLOAT_KEYS)
     json.dumps(metrics, allow_nan=False)
 
 
@@ -123,9 +164,17 @@ def test_zero_base_gap_gives_null_relative_reduction():
     assert c["relative_gap_reduction"] is None
     assert c["t_statistic"] is None and c["p_value"] is None and c["p_value_wilcoxon"] is None
     assert c["significant"] is False
-    assert any("relative_gap_reduction is null" in note for note in metrics["notes"])
+    assert c["detectable_reduction"] is None  # no spread of the base gaps to size a design from
+    assert c["gap_change_reason"] == "the tuned gap is not lower than the base gap"
     assert any("p_value is null" in note for note in metrics["notes"])
     json.dumps(metrics, allow_nan=False)
+
+
+def test_zero_base_gap_says_why_relative_reduction_is_null():
+    # summarize's contract: an undefined value is null and `notes` says why
+    frame = consistency_frame(base_gaps=(0.0, 0.0, 0.0), tuned_gaps=(0.0, 0.0, 0.0))
+    metrics = summarize(frame, diversity_frame(), alpha=0.01)
+    assert any("relative_gap_reduction is null" in note for note in metrics["notes"])
 
 
 def test_missing_columns_are_named():
@@ -237,10 +286,49 @@ def test_write_report_refuses_nan_before_writing(tmp_path):
 def test_render_markdown_table_rows():
     metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)
     text = render_markdown(metrics)
-    gap_row = "| entropy gap (nats, lower is more consistent) | 0.533 | 0.350 | -0.183 (-34.4%) |"
-    assert gap_row in text
+    gap_rows = [line for line in text.splitlines() if line.startswith("| paper's gap")]
+    assert len(gap_rows) == 1 and gap_rows[0].endswith("| 0.533 | 0.350 | -0.183 (-34.4%) |")
     assert "| coverage of valid answers | 0.375 | 0.875 |" in text
     assert "| empty responses (share) | 0.000 | 0.250 | +0.250 |" in text  # consistency, base 0: no %
     assert "| empty responses (share) (diversity tasks) | 0.000 | 0.125 | +0.125 |" in text
     no_diversity = render_markdown(summarize(consistency_frame(), pd.DataFrame(), alpha=0.01))
     assert "distinct-1" not in no_diversity
+
+
+def test_markdown_leads_with_the_headline_per_domain():
+    metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)
+    text = render_markdown(metrics)
+    headline = text.index("## Headline: the paper's gap on `gender`")
+    assert headline < text.index("| metric | base | tuned | change |")
+    # one domain: its row and the overall row carry the same test (q = p, see the summary test)
+    assert "| domain `job` | 3 | 0.533 | 0.350 | -0.183 (-34.4%) | [-0.300, -0.050] | 0.128 | 0.128 |" in text
+    assert "| **overall** | 3 | 0.533 | 0.350 | -0.183 (-34.4%) | [-0.300, -0.050] | 0.128 | 0.128 |" in text
+    assert f"detects a gap reduction of {metrics['consistency']['detectable_reduction']:.3f}" in text
+    assert "INVALID" not in text
+    metrics["consistency"].update(valid=False, invalid_reason="12.0% of tuned samples were cut")
+    assert "> **INVALID consistency evaluation:** 12.0% of tuned samples were cut" in render_markdown(metrics)
+
+
+def test_html_has_the_headline_section(tmp_path):
+    consistency, diversity = consistency_frame(), diversity_frame()
+    metrics = summarize(consistency, diversity, alpha=0.01)
+    metrics["consistency"].update(valid=False, invalid_reason="cut <answers>")
+    page = write_report(tmp_path, consistency, diversity, metrics).html.read_text()
+    assert "<h2>Headline: the paper's gap on gender" in page
+    assert "domain job" in page and "overall" in page
+    assert '<p class="warning">INVALID consistency evaluation: cut &lt;answers&gt;</p>' in page
+
+
+def test_markdown_table_rows_have_as_many_cells_as_their_header():
+    # a "|" inside a cell (e.g. a label "|H(A) − H(B)|") would split it into extra columns
+    consistency, diversity = consistency_frame(), diversity_frame()
+    text = render_markdown(summarize(consistency, diversity, alpha=0.01), comparisons_of(consistency, diversity))
+    header = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = line.replace("\\|", "").count("|")  # an escaped pipe stays in its cell
+        if header is None:
+            header = cells
+        assert cells == header, line

@@ -1,0 +1,161 @@
+"""The consistency study's results: one row per arm, a learning curve, `results/consistency.md`.
+
+Every arm leaves `results/study/<arm>/` holding its evaluation's `metrics.json` (see
+`components.evaluation.records.summarize`) and `arm.json` (kind, description, overrides, training
+samples and seconds). `study_table` reads them back into one row per arm: the paper's gap
+(|mean H(A) − mean H(B)| per group, Prabhune et al. 2025, arXiv:2512.12858) per domain and overall
+with its bootstrap CI, p and Benjamini–Hochberg q, the quality guards and the cost. Nothing here
+runs a model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+ARM_FILE = "arm.json"
+METRICS_FILE = "metrics.json"
+CURVE_FILE = "learning_curve.csv"
+CURVE_COLUMNS = ["arm", "step", "samples", "scope", "base_gap", "tuned_gap", "ci_low", "ci_high", "q_value"]
+
+
+def _scopes(consistency: dict) -> dict[str, dict]:
+    return {**(consistency.get("per_domain") or {}), "overall": consistency}
+
+
+def arm_rows(arm_dir: Path) -> list[dict]:
+    """One row per scope (each domain, overall) of one finished arm."""
+    arm = json.loads((arm_dir / ARM_FILE).read_text())
+    metrics = json.loads((arm_dir / METRICS_FILE).read_text())
+    c, d = metrics["consistency"], metrics.get("diversity") or {}
+    rows = []
+    for scope, r in _scopes(c).items():
+        rows.append({
+            "arm": arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.get("n_groups"),
+            "base_gap": r.get("base_mean_gap"), "tuned_gap": r.get("tuned_mean_gap"),
+            "relative_reduction": r.get("relative_gap_reduction"), "ci_low": r.get("ci_low"),
+            "ci_high": r.get("ci_high"), "p_value": r.get("p_value"), "q_value": r.get("q_value"),
+            "base_helpfulness": c.get("base_helpfulness"), "tuned_helpfulness": c.get("tuned_helpfulness"),
+            "base_words": c.get("base_mean_words"), "tuned_words": c.get("tuned_mean_words"),
+            "base_truncated": c.get("base_truncated_share"), "tuned_truncated": c.get("tuned_truncated_share"),
+            "base_noise_floor": c.get("base_noise_floor"), "tuned_noise_floor": c.get("tuned_noise_floor"),
+            "base_signed_diff": c.get("base_signed_diff"), "tuned_signed_diff": c.get("tuned_signed_diff"),
+            "detectable_reduction": c.get("detectable_reduction"),
+            "base_validity": d.get("base_validity"), "tuned_validity": d.get("tuned_validity"),
+            "train_samples": arm.get("train_samples", 0), "train_seconds": arm.get("train_seconds", 0.0),
+            "eval_seconds": arm.get("eval_seconds"), "valid": c.get("valid"), "reason": c.get("gap_change_reason"),
+        })  # fmt: skip
+    return rows
+
+
+def study_table(results_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
+    """All finished arms under `results_dir/study` (those with both files), in `order` when given."""
+    rows = []
+    for arm_dir in sorted((Path(results_dir) / "study").glob("*")):
+        if (arm_dir / ARM_FILE).is_file() and (arm_dir / METRICS_FILE).is_file():
+            rows += arm_rows(arm_dir)
+    frame = pd.DataFrame(rows)
+    if order and not frame.empty:
+        rank = {name: i for i, name in enumerate(order)}
+        frame = frame.sort_values("arm", key=lambda s: s.map(lambda a: rank.get(a, len(rank))), kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def curve_rows(arm: str, step: int, samples: int, metrics: dict) -> list[dict]:
+    """Learning-curve rows of one evaluated snapshot: the gap per scope."""
+    return [
+        {"arm": arm, "step": step, "samples": samples, "scope": scope, "base_gap": r.get("base_mean_gap"),
+         "tuned_gap": r.get("tuned_mean_gap"), "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
+         "q_value": r.get("q_value")}
+        for scope, r in _scopes(metrics["consistency"]).items()
+    ]  # fmt: skip
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    if isinstance(value, (int,)) and not isinstance(value, bool):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def _p(value) -> str:
+    return "n/a" if value is None or value != value else f"{value:.2g}"
+
+
+def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str]) -> str:
+    """results/consistency.md: the arms table (one line per arm and scope), the curve, the command."""
+    lines = [
+        "# Consistency study: the paper's gap on the embedded SmolLM2-135M",
+        "",
+        "Gap = |mean H(woman) − mean H(man)| per held-out group (word entropy of whole answers, nats; paraphrases",
+        "pooled within each gender), averaged over groups; \"change\" is tuned − base with a paired bootstrap 95 % CI;",
+        "p: paired t-test over groups; q: Benjamini–Hochberg over the overall and per-domain tests of that arm.",
+        "Decoding arms compare the base model decoded differently (no training) with the base model at the",
+        "evaluation temperature. Every arm is evaluated on the same held-out groups, never trained on.",
+        "",
+        f"Regenerate: `{command}`",
+        "",
+        "| arm | scope | groups | base gap | tuned gap | change [95 % CI] | p | q | H_norm base → tuned | words base → tuned "
+        "| truncated base / tuned | train samples | train s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in table.iterrows():
+        change = "n/a" if r["tuned_gap"] is None or r["base_gap"] is None else f"{r['tuned_gap'] - r['base_gap']:+.3f}"
+        ci = "" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f" [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        lines.append(
+            f"| {r['arm']} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
+            f"| {change}{ci} | {_p(r['p_value'])} | {_p(r['q_value'])} "
+            f"| {_num(r['base_helpfulness'])} → {_num(r['tuned_helpfulness'])} "
+            f"| {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)} "
+            f"| {_num(r['base_truncated'])} / {_num(r['tuned_truncated'])} "
+            f"| {int(r['train_samples'] or 0)} | {_num(float(r['train_seconds'] or 0), 0)} |"
+        )
+    overall = table[table["scope"] == "overall"] if not table.empty else table
+    if not overall.empty:
+        lines += ["", "## Noise, bias and power (overall)", "",
+                  "| arm | noise floor base / tuned | signed H(A) − H(B) base / tuned | detectable reduction (α = 0.01, 80 %) | why the gap moved |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for _, r in overall.iterrows():
+            lines.append(
+                f"| {r['arm']} | {_num(r['base_noise_floor'])} / {_num(r['tuned_noise_floor'])} "
+                f"| {_num(r['base_signed_diff'], 3)} / {_num(r['tuned_signed_diff'], 3)} | {_num(r['detectable_reduction'])} "
+                f"| {r['reason'] or ''} |"
+            )
+    missing = [name for name in arms if table.empty or name not in set(table["arm"])]
+    if missing:
+        lines += ["", "## Arms not run yet", ""]
+        lines += [f"- `{name}`: {arms[name].get('description', '')}" for name in missing]
+    if not curve.empty:
+        lines += ["", "## Learning curve", "", "![gap against training samples](consistency_learning_curve.png)", "",
+                  "| step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for _, r in curve.iterrows():
+            ci = "n/a" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            lines.append(f"| {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |")
+    if notes:
+        lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:
+    """Tuned gap against training samples per scope, the base gap as a dashed line of the same colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (scope, part) in enumerate(curve.groupby("scope", sort=True)):
+        part = part.sort_values("samples")
+        color = f"C{i}"
+        ax.plot(part["samples"], part["tuned_gap"].astype(float), marker="o", color=color, label=f"{scope} tuned")
+        ax.axhline(float(part["base_gap"].iloc[0]), color=color, linestyle="--", alpha=0.6, label=f"{scope} base")
+    ax.set_xlabel("training samples (rollouts)")
+    ax.set_ylabel("gap |H(A) − H(B)| (nats)")
+    ax.set_title("consistency gap against training samples")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,203 @@
+"""`groupwise study`: the consistency study, arm after arm, resumable, one MLflow run per arm.
+
+Every arm starts from the `study.profile` profile of params.yaml with the arm's overrides merged
+over it, writes its checkpoints and reports under `data/study/<arm>/` and copies what the study
+reports (metrics, statistics, per-group table, summary, training log) to `results/study/<arm>/`
+(in git). An arm whose `results/study/<arm>/arm.json` carries the fingerprint of its current
+params is done and skipped, so an interrupted study resumes where it stopped; an interrupted
+training resumes from its newest state (`train.save_every`). Arms never touch the model registry.
+
+MLflow: a `study` run, a child run per arm, the steps' runs under each arm. The learning-curve arm
+also evaluates its `train.snapshot_every` adapters. At the end (and after every arm)
+`results/consistency.md`, `results/study.csv` and the learning-curve plot are rewritten from
+whatever arms are done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from components.config import Params, load_params, with_overrides
+from components.study.report import ARM_FILE, CURVE_COLUMNS, CURVE_FILE, curve_rows, plot_learning_curve, render_markdown, study_table
+from components.tracking import runs
+from flows import steps
+
+RESULTS = "results"
+COMMAND = "groupwise study"
+COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "summary.md", "metric_deltas.csv", "comparisons.csv")
+
+
+def arm_params(params: Params, name: str) -> Params:
+    """The arm's params: its overrides over the study profile, its own checkpoint and report folders."""
+    arm = params.study.arms[name]
+    folder = f"data/study/{name}"
+    return with_overrides(
+        params, arm.overrides,
+        paths={"checkpoints": f"{folder}/checkpoints", "reports": f"{folder}/reports", "registry": f"{folder}/registry"},
+    )  # fmt: skip
+
+
+def arm_fingerprint(params: Params, kind: str) -> str:
+    """What an arm's results depend on: every section but paths, tracking, registry, schedule, study."""
+    # exclude_defaults: a field added later with a default does not invalidate finished arms
+    payload = params.model_dump(
+        mode="json", exclude={"paths", "tracking", "registry", "schedule", "study", "gate"}, exclude_defaults=True
+    )
+    payload["kind"] = kind
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def arm_done(results: Path, name: str, fingerprint: str) -> bool:
+    path = results / "study" / name / ARM_FILE
+    return path.is_file() and json.loads(path.read_text()).get("fingerprint") == fingerprint
+
+
+def _trained(params: Params) -> bool:
+    """The arm's final checkpoint exists and was written for these training params."""
+    from components.data import load_groups
+    from components.grpo.checkpoint import STATE_FILE
+    from components.grpo.trainer import run_fingerprint
+
+    state = params.paths.checkpoints / "latest" / STATE_FILE
+    if not state.is_file():
+        return False
+    domains = params.train.domains
+    groups = [g for g in load_groups(params.paths.groups, split="train")
+              if g.task in params.train.tasks and (domains is None or g.domain in domains)]  # fmt: skip
+    return json.loads(state.read_text()).get("fingerprint") == run_fingerprint(params, groups, 1)
+
+
+def learning_curve(params: Params, name: str, parent: str, final_metrics: dict) -> list[dict]:
+    """Evaluate every snapshot adapter of the arm (base samples drawn once, the engine started once);
+    the final checkpoint's row comes from the arm's own evaluation (`final_metrics`)."""
+    from components.data import load_groups
+    from components.evaluation.records import summarize
+    from components.evaluation.run import evaluate_models
+    from components.generation.engines import open_engine
+    from components.grpo.checkpoint import read_state
+
+    snapshots = sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
+    final = read_state(params.paths.checkpoints / "latest")
+    groups = load_groups(params.paths.groups)
+    rows, base_outputs = [], None
+    first = {"base_mean_gap": final_metrics["consistency"]["base_mean_gap"]}
+    rows += curve_rows(name, 0, 0, {"consistency": {**final_metrics["consistency"], "tuned_mean_gap": first["base_mean_gap"],
+                                                     "ci_low": 0.0, "ci_high": 0.0, "q_value": None,
+                                                     "per_domain": {d: {**r, "tuned_mean_gap": r["base_mean_gap"], "ci_low": 0.0,
+                                                                        "ci_high": 0.0, "q_value": None}
+                                                                    for d, r in final_metrics["consistency"]["per_domain"].items()}}})
+    engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.seed)
+    try:
+        for checkpoint in snapshots:
+            state = read_state(checkpoint)
+            with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
+                frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs)
+                base_outputs = frames.base_outputs
+                metrics = summarize(frames.consistency, frames.diversity, steps.summary_settings(params))
+                runs.log_metrics(metrics, prefix="eval.")
+            rows += curve_rows(name, int(state["steps"]), int(state["samples"]), metrics)
+            print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {metrics['consistency']['tuned_mean_gap']:.4f}")
+    finally:
+        engine.close()
+    return rows + curve_rows(name, int(final["steps"]), int(final["samples"]), final_metrics)
+
+
+@task(name="study-arm", cache_policy=NO_CACHE)
+def run_arm(params: Params, name: str, parent: str, results: Path) -> dict:
+    """Train (train arms) and evaluate one arm; copy its results to results/study/<name>/."""
+    from components.grpo.checkpoint import LOG_FILE, latest_train_state
+
+    arm = params.study.arms[name]
+    out = results / "study" / name
+    arm_run = runs.start_parent_run(params.tracking, f"study/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
+    record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
+              "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run}  # fmt: skip
+    try:
+        if arm.kind == "train":
+            started = time.perf_counter()
+            if not _trained(params):
+                resume = latest_train_state(params.paths.checkpoints / "resume") is not None
+                print(f"[study/{name}] training{' (resuming)' if resume else ''}: {params.train.steps} steps")
+                steps.train(params, arm_run, resume=resume)
+            state = json.loads((params.paths.checkpoints / "latest" / "train_state.json").read_text())
+            record.update(train_samples=state["samples"], train_seconds=state["seconds"], train_steps=state["steps"],
+                          train_wall_seconds_this_run=time.perf_counter() - started)  # fmt: skip
+        started = time.perf_counter()
+        evaluated = steps.evaluate(params, arm_run)
+        record["eval_seconds"] = time.perf_counter() - started
+        print(f"[study/{name}] {evaluated.summary}")
+        curve = []
+        if name == params.study.learning_curve_arm and arm.kind == "train":
+            curve = learning_curve(params, name, arm_run, evaluated.metrics)
+    except BaseException:
+        runs.end_parent_run(arm_run, "FAILED")
+        raise
+    runs.end_parent_run(arm_run, "FINISHED")
+    tmp = out.with_name(f".{name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for file in COPIED:
+        if (params.paths.reports / file).is_file():
+            shutil.copy2(params.paths.reports / file, tmp / file)
+    if arm.kind == "train":
+        shutil.copy2(params.paths.checkpoints / "latest" / LOG_FILE, tmp / LOG_FILE)
+    if curve:
+        pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp / CURVE_FILE, index=False)
+    (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)  # an arm's folder appears whole, or not at all
+    return record
+
+
+def write_study_report(params: Params, results: Path, notes: list[str] | None = None) -> Path:
+    """results/consistency.md, results/study.csv and the learning curve from the finished arms."""
+    arms = {name: arm.model_dump() for name, arm in params.study.arms.items()}
+    table = study_table(results, order=list(arms))
+    curves = [pd.read_csv(p) for p in sorted((results / "study").glob(f"*/{CURVE_FILE}"))]
+    curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
+    results.mkdir(parents=True, exist_ok=True)
+    table.to_csv(results / "study.csv", index=False)
+    if not curve.empty:
+        curve.to_csv(results / "consistency_learning_curve.csv", index=False)
+        plot_learning_curve(curve, results / "consistency_learning_curve.png")
+    path = results / "consistency.md"
+    path.write_text(render_markdown(table, curve, arms, COMMAND, notes or []))
+    return path
+
+
+@flow(name="study", log_prints=True)
+def study(params_path: str = "params.yaml", arms: list[str] | None = None) -> Path:
+    """Run the study's arms (all, or `arms`) in order, skipping finished ones; write the report."""
+    root_params = load_params(Path(params_path))
+    params = load_params(Path(params_path), root_params.study.profile)
+    chosen = arms or list(params.study.arms)
+    unknown = [a for a in chosen if a not in params.study.arms]
+    if unknown:
+        raise ValueError(f"study: unknown arm(s) {unknown}; arms in {params_path}: {sorted(params.study.arms)}")
+    results = params.root / RESULTS
+    parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile})
+    try:
+        for step in (steps.build, steps.validate, steps.prepare_model):
+            print(f"[study] {step(params, parent).summary}")
+        for name in chosen:
+            arm = arm_params(params, name)
+            if arm_done(results, name, arm_fingerprint(arm, params.study.arms[name].kind)):
+                print(f"[study/{name}] done earlier (results/study/{name}/arm.json matches its params): skipped")
+                continue
+            run_arm(arm, name, parent, results)
+            write_study_report(params, results)
+        path = write_study_report(params, results)
+        runs.end_parent_run(parent, "FINISHED")
+    except BaseException:
+        runs.end_parent_run(parent, "FAILED")
+        raise
+    print(f"[study] {path}")
+    return path
