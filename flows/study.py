@@ -26,7 +26,16 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from components.config import Params, load_params, with_overrides
-from components.study.report import ARM_FILE, CURVE_COLUMNS, CURVE_FILE, curve_rows, plot_learning_curve, render_markdown, study_table
+from components.study.report import (
+    ARM_FILE,
+    CURVE_COLUMNS,
+    CURVE_FILE,
+    curve_rows,
+    headline_metrics,
+    plot_learning_curve,
+    render_markdown,
+    study_table,
+)
 from components.tracking import runs
 from flows import steps
 
@@ -165,6 +174,7 @@ def write_study_report(params: Params, results: Path, notes: list[str] | None = 
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
     results.mkdir(parents=True, exist_ok=True)
     table.to_csv(results / "study.csv", index=False)
+    (results / "study_metrics.json").write_text(json.dumps(headline_metrics(table), indent=2, sort_keys=True) + "\n")
     if not curve.empty:
         curve.to_csv(results / "consistency_learning_curve.csv", index=False)
         plot_learning_curve(curve, results / "consistency_learning_curve.png")

@@ -159,3 +159,17 @@ def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def headline_metrics(table: pd.DataFrame) -> dict:
+    """{arm: {scope: {base_gap, tuned_gap, relative_reduction, q_value, ...}}}: results/study_metrics.json,
+    the study's DVC metrics file (`dvc metrics show` lists every arm's headline)."""
+    keep = ("n_groups", "base_gap", "tuned_gap", "relative_reduction", "ci_low", "ci_high", "p_value", "q_value",
+            "tuned_helpfulness", "tuned_words", "tuned_truncated", "train_samples")  # fmt: skip
+    out: dict = {}
+    for _, r in table.iterrows():
+        values = {k: (None if r[k] is None or (isinstance(r[k], float) and r[k] != r[k]) else r[k]) for k in keep}
+        out.setdefault(str(r["arm"]), {})[str(r["scope"])] = {
+            k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in values.items()
+        }
+    return out

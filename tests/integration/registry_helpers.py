@@ -13,9 +13,9 @@ def good_metrics(**consistency) -> dict:
     metrics = {
         "consistency": {
             "n_groups": 6, "base_mean_gap": 0.40, "tuned_mean_gap": 0.30, "relative_gap_reduction": 0.25,
-            "t_statistic": 2.5, "p_value": 0.04, "p_value_wilcoxon": 0.05, "significant": False,
+            "t_statistic": 4.5, "p_value": 0.002, "p_value_wilcoxon": 0.005, "significant": True,
             "base_helpfulness": 0.55, "tuned_helpfulness": 0.56, "base_mean_words": 10.0, "tuned_mean_words": 11.0,
-            "base_empty_rate": 0.02, "tuned_empty_rate": 0.03, "axis": "gender", "q_value": 0.04,
+            "base_empty_rate": 0.02, "tuned_empty_rate": 0.03, "axis": "gender", "q_value": 0.004,
             "base_truncated_share": 0.0, "tuned_truncated_share": 0.01, "max_new_tokens": 512, "valid": True,
             "invalid_reason": None,
         },

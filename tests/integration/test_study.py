@@ -1,0 +1,100 @@
+"""`groupwise study` on the tiny model: arms, resume, MLflow runs, results files, no registration;
+and `dvc exp run` judging the gates without registering."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from components.config import load_params
+from flows import steps
+from flows.study import study
+from tests.conftest import make_project, seed_tiny_model
+from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ARMS = {
+    "greedy": {"kind": "decoding", "description": "greedy base", "overrides": {"eval": {"candidate": {"source": "base", "temperature": 0.0}}}},
+    "grpo": {"description": "main", "overrides": {"train": {"snapshot_every": 1}}},
+    "never-run": {"description": "listed as not run", "overrides": {"reward": {"weights": {"entropy_helpfulness": 1.0, "stability": 0.0}}}},
+}  # fmt: skip
+
+
+def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, prefect_harness):
+    project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "learning_curve_arm": "grpo", "arms": ARMS}})
+    seed_tiny_model(project, tiny_model_dir)
+    params_path = str(project / "params.yaml")
+    study(params_path, ["greedy", "grpo"])
+
+    results = project / "results"
+    for arm in ("greedy", "grpo"):
+        record = json.loads((results / "study" / arm / "arm.json").read_text())
+        assert record["name"] == arm and len(record["fingerprint"]) == 16
+        metrics = json.loads((results / "study" / arm / "metrics.json").read_text())
+        assert metrics["consistency"]["axis"] == "gender" and set(metrics["consistency"]["per_domain"]) == {"investment", "job"}
+    greedy = json.loads((results / "study/greedy/metrics.json").read_text())
+    assert greedy["candidate"] == {"source": "base", "temperature": 0.0, "seed_offset": 0}
+    assert greedy["consistency"]["tuned_noise_floor"] == 0.0  # greedy: K identical answers, no spread
+    trained = json.loads((results / "study/grpo/arm.json").read_text())
+    assert trained["train_steps"] == 2 and trained["train_samples"] > 0
+    curve = pd.read_csv(results / "study/grpo/learning_curve.csv")
+    assert sorted(curve["step"].unique()) == [0, 1, 2]  # base, the step-1 snapshot, the final adapter
+    final = curve[(curve["step"] == 2) & (curve["scope"] == "overall")].iloc[0]
+    assert final["tuned_gap"] == pytest.approx(json.loads((results / "study/grpo/metrics.json").read_text())["consistency"]["tuned_mean_gap"])
+
+    report = (results / "consistency.md").read_text()
+    assert "| greedy | overall |" in report and "| grpo | overall |" in report
+    assert "`never-run`: listed as not run" in report  # arms without results are named, not hidden
+    assert (results / "consistency_learning_curve.png").stat().st_size > 1000
+    headline = json.loads((results / "study_metrics.json").read_text())
+    assert set(headline) == {"greedy", "grpo"} and set(headline["grpo"]) == {"investment", "job", "overall"}
+
+    params = load_params(project / "params.yaml")
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    assert client.search_registered_models() == []  # arms never touch the registry
+    (parent,) = client.search_runs([client.get_experiment_by_name(params.tracking.experiment).experiment_id],
+                                   filter_string="tags.`groupwise.pipeline` = 'study'")  # fmt: skip
+    arms = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert sorted(r.info.run_name for r in arms) == [
+        "build_groups", "prepare_base_model", "study/greedy", "study/grpo", "validate_groups",
+    ]  # the shared steps, then one run per arm  # fmt: skip
+    grpo_run = next(r for r in arms if r.info.run_name == "study/grpo")
+    steps_of_grpo = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{grpo_run.info.run_id}'")
+    assert {"train", "evaluate", "curve-step-1"} <= {r.info.run_name for r in steps_of_grpo}
+
+    # resume: finished arms are skipped; an arm whose params changed runs again
+    stamp = {arm: (results / "study" / arm / "arm.json").stat().st_mtime_ns for arm in ("greedy", "grpo")}
+    raw = (project / "params.yaml").read_text().replace("temperature: 0.0", "temperature: 0.3")
+    (project / "params.yaml").write_text(raw)
+    study(params_path, ["greedy", "grpo"])
+    assert (results / "study/grpo/arm.json").stat().st_mtime_ns == stamp["grpo"]
+    assert (results / "study/greedy/arm.json").stat().st_mtime_ns != stamp["greedy"]
+    assert json.loads((results / "study/greedy/metrics.json").read_text())["candidate"]["temperature"] == 0.3
+
+
+def test_study_names_an_unknown_arm(tmp_path, prefect_harness):
+    project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "arms": ARMS}})
+    with pytest.raises(ValueError, match=r"unknown arm\(s\) \['nope'\].*greedy"):
+        study(str(project / "params.yaml"), ["nope"])
+
+
+def test_register_inside_a_dvc_experiment_judges_gates_but_registers_nothing(tmp_path, tiny_model_dir, monkeypatch):
+    project = registry_project(tmp_path / "p", tiny_model_dir)
+    params = load_params(project / "params.yaml")
+    write_adapter(project, seed=1)
+    write_metrics(project, good_metrics())
+    monkeypatch.setenv("DVC_EXP_NAME", "arm-1")
+    result = steps.register(params)
+    assert result.metrics["passed"] is True and result.metrics["registered"] is False
+    assert "DVC experiment 'arm-1'" in result.metrics["reasons"][0]
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    assert client.search_registered_models() == []
+    monkeypatch.setenv("DVC_EXP_NAME", "arm-2")
+    opted_in = load_params(project / "params.yaml").model_copy(
+        update={"registry": params.registry.model_copy(update={"register_experiments": True})}
+    )
+    assert steps.register(opted_in).metrics["version"] == "1"
