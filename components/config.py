@@ -103,6 +103,10 @@ class TrainConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0)
     loss_type: str = "grpo"
     precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    merge_lora_for_rollouts: bool = Field(
+        False, description="decode rollouts with the LoRA deltas merged into the base weights (faster on CPU; exact "
+        "weights restored after)"
+    )
     rows_per_forward: int = Field(
         0, ge=0, description="run a micro-batch's forward/backward in chunks of at most this many rows (memory; 0: whole)"
     )

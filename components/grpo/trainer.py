@@ -14,6 +14,7 @@ and scores its own whole groups; loss weights and logged statistics are global.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -36,7 +37,7 @@ from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.types import GroupBatch
 from components.grpo.update import TrainingError, policy_update, precision_context
-from components.models.lora import attach_lora
+from components.models.lora import attach_lora, lora_merged
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
 
@@ -254,7 +255,8 @@ def train(
             top_p=cfg.top_p,
             seed=params.seed * 100_003 + step * 101 + ctx.rank,
         )
-        with precision_context(cfg.precision, device):
+        merged = lora_merged(model) if cfg.merge_lora_for_rollouts else contextlib.nullcontext()
+        with precision_context(cfg.precision, device), merged:
             batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling)
         t_gen = time.perf_counter() - t0
         model.train()

@@ -99,14 +99,15 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         f"Regenerate: `{command}`",
         "",
         "| arm | scope | groups | base gap | tuned gap | change [95 % CI] | p | q | H_norm base → tuned | words base → tuned "
-        "| truncated base / tuned | train samples | train s |",
+        "| truncated base / tuned | train samples | train wall s (2 cores) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         change = "n/a" if r["tuned_gap"] is None or r["base_gap"] is None else f"{r['tuned_gap'] - r['base_gap']:+.3f}"
         ci = "" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f" [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        arm = r["arm"] if r["valid"] is not False else f"{r['arm']} (INVALID: > 5 % truncated)"
         lines.append(
-            f"| {r['arm']} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
+            f"| {arm} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
             f"| {change}{ci} | {_p(r['p_value'])} | {_p(r['q_value'])} "
             f"| {_num(r['base_helpfulness'])} → {_num(r['tuned_helpfulness'])} "
             f"| {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)} "

@@ -200,3 +200,24 @@ def test_step_metrics_and_rollout_tables(tiny_model_dir, tmp_path):
     assert [step for step, _ in tables] == [2]
     rows = tables[0][1]
     assert len(rows) == 2 * 2 * 3 and {"prompt", "completion", "reward", "advantage"} <= set(rows[0])
+
+
+def test_lora_merged_decoding_matches_the_adapter_and_restores_the_exact_weights(lora_model):
+    from components.generation.sampling import SamplingConfig, TransformersEngine
+    from components.models.lora import lora_merged
+
+    model, tok = lora_model
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    engine = TransformersEngine(model, tok, batch_size=8, show_progress=False)
+    cfg = SamplingConfig(n=2, max_new_tokens=8, temperature=0.0, top_p=1.0, seed=0)
+    plain = engine.generate(["Name a colour.", "Hello there"], cfg)
+    with lora_merged(model):
+        merged = engine.generate(["Name a colour.", "Hello there"], cfg)
+    assert [[c.completion_ids for c in row] for row in merged] == [[c.completion_ids for c in row] for row in plain]
+    for a, b in zip(plain, merged):
+        for x, y in zip(a, b):
+            assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4)
+    after = dict(model.named_parameters())
+    assert all(torch.equal(before[n], after[n].detach()) for n in before), "base and LoRA weights restored bit for bit"
+    lora_b = next(p for n, p in model.named_parameters() if "lora_B" in n)
+    assert lora_b.abs().max() > 0  # a real delta was merged and removed
