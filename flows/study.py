@@ -84,45 +84,66 @@ def _trained(params: Params) -> bool:
     return json.loads(state.read_text()).get("fingerprint") == run_fingerprint(params, groups, 1)
 
 
-def learning_curve(params: Params, name: str, parent: str, final_metrics: dict) -> list[dict]:
-    """Evaluate every snapshot adapter of the arm (base samples drawn once, the engine started once);
-    the final checkpoint's row comes from the arm's own evaluation (`final_metrics`)."""
+def learning_curve(params: Params, name: str, parent: str, results: Path) -> None:
+    """Evaluate the arm's snapshot adapters not yet in results/study/<arm>/learning_curve.csv (base
+    samples drawn once, the engine started once), appending each point as it is done; the step-0
+    (base) and final rows come from the arm's own evaluation."""
     from components.data import load_groups
     from components.evaluation.records import summarize
     from components.evaluation.run import evaluate_models
     from components.generation.engines import open_engine
     from components.grpo.checkpoint import read_state
 
-    snapshots = sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
+    path = results / "study" / name / CURVE_FILE
+    final_metrics = json.loads((results / "study" / name / "metrics.json").read_text())
     final = read_state(params.paths.checkpoints / "latest")
+    c = final_metrics["consistency"]
+    untrained = {"consistency": {**c, "tuned_mean_gap": c["base_mean_gap"], "ci_low": 0.0, "ci_high": 0.0, "q_value": None,
+                                 "per_domain": {d: {**r, "tuned_mean_gap": r["base_mean_gap"], "ci_low": 0.0, "ci_high": 0.0,
+                                                    "q_value": None} for d, r in c["per_domain"].items()}}}  # fmt: skip
+    ends = curve_rows(name, 0, 0, untrained) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_metrics)
+    done = pd.read_csv(path) if path.is_file() else pd.DataFrame(ends, columns=CURVE_COLUMNS)
+    done.to_csv(path, index=False)
+    todo = [s for s in sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
+            if int(read_state(s)["steps"]) not in set(done["step"])]  # fmt: skip
+    if not todo:
+        return
     groups = load_groups(params.paths.groups)
-    rows, base_outputs = [], None
-    first = {"base_mean_gap": final_metrics["consistency"]["base_mean_gap"]}
-    rows += curve_rows(name, 0, 0, {"consistency": {**final_metrics["consistency"], "tuned_mean_gap": first["base_mean_gap"],
-                                                     "ci_low": 0.0, "ci_high": 0.0, "q_value": None,
-                                                     "per_domain": {d: {**r, "tuned_mean_gap": r["base_mean_gap"], "ci_low": 0.0,
-                                                                        "ci_high": 0.0, "q_value": None}
-                                                                    for d, r in final_metrics["consistency"]["per_domain"].items()}}})
+    base_outputs = None
     engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.seed)
     try:
-        for checkpoint in snapshots:
+        for checkpoint in todo:
             state = read_state(checkpoint)
             with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
                 frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs)
                 base_outputs = frames.base_outputs
                 metrics = summarize(frames.consistency, frames.diversity, steps.summary_settings(params))
                 runs.log_metrics(metrics, prefix="eval.")
-            rows += curve_rows(name, int(state["steps"]), int(state["samples"]), metrics)
+            rows = curve_rows(name, int(state["steps"]), int(state["samples"]), metrics)
+            done = pd.concat([done, pd.DataFrame(rows, columns=CURVE_COLUMNS)], ignore_index=True).sort_values(["step", "scope"])
+            done.to_csv(path, index=False)
             print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {metrics['consistency']['tuned_mean_gap']:.4f}")
     finally:
         engine.close()
-    return rows + curve_rows(name, int(final["steps"]), int(final["samples"]), final_metrics)
+
+
+def curve_pending(params: Params, name: str, results: Path) -> bool:
+    """The learning-curve arm has snapshot adapters that its curve does not hold yet."""
+    from components.grpo.checkpoint import read_state
+
+    if name != params.study.learning_curve_arm or params.study.arms[name].kind != "train":
+        return False
+    path = results / "study" / name / CURVE_FILE
+    done = set(pd.read_csv(path)["step"]) if path.is_file() else set()
+    snapshots = sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
+    return not path.is_file() or any(int(read_state(s)["steps"]) not in done for s in snapshots)
 
 
 @task(name="study-arm", cache_policy=NO_CACHE)
 def run_arm(params: Params, name: str, parent: str, results: Path) -> dict:
-    """Train (train arms) and evaluate one arm; copy its results to results/study/<name>/."""
-    from components.grpo.checkpoint import LOG_FILE, latest_train_state
+    """Train (train arms) and evaluate one arm; its results go to results/study/<name>/ at once, then
+    the learning curve (the learning-curve arm) is added point by point."""
+    from components.grpo.checkpoint import latest_train_state
 
     arm = params.study.arms[name]
     out = results / "study" / name
@@ -130,40 +151,45 @@ def run_arm(params: Params, name: str, parent: str, results: Path) -> dict:
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
               "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run}  # fmt: skip
     try:
-        if arm.kind == "train":
+        if not arm_done(results, name, record["fingerprint"]):
+            if arm.kind == "train":
+                started = time.perf_counter()
+                if not _trained(params):
+                    resume = latest_train_state(params.paths.checkpoints / "resume") is not None
+                    print(f"[study/{name}] training{' (resuming)' if resume else ''}: {params.train.steps} steps")
+                    steps.train(params, arm_run, resume=resume)
+                state = json.loads((params.paths.checkpoints / "latest" / "train_state.json").read_text())
+                record.update(train_samples=state["samples"], train_seconds=state["seconds"], train_steps=state["steps"],
+                              train_wall_seconds_this_run=time.perf_counter() - started)  # fmt: skip
             started = time.perf_counter()
-            if not _trained(params):
-                resume = latest_train_state(params.paths.checkpoints / "resume") is not None
-                print(f"[study/{name}] training{' (resuming)' if resume else ''}: {params.train.steps} steps")
-                steps.train(params, arm_run, resume=resume)
-            state = json.loads((params.paths.checkpoints / "latest" / "train_state.json").read_text())
-            record.update(train_samples=state["samples"], train_seconds=state["seconds"], train_steps=state["steps"],
-                          train_wall_seconds_this_run=time.perf_counter() - started)  # fmt: skip
-        started = time.perf_counter()
-        evaluated = steps.evaluate(params, arm_run)
-        record["eval_seconds"] = time.perf_counter() - started
-        print(f"[study/{name}] {evaluated.summary}")
-        curve = []
-        if name == params.study.learning_curve_arm and arm.kind == "train":
-            curve = learning_curve(params, name, arm_run, evaluated.metrics)
+            evaluated = steps.evaluate(params, arm_run)
+            record["eval_seconds"] = time.perf_counter() - started
+            print(f"[study/{name}] {evaluated.summary}")
+            _write_results(params, record, out)
+        if curve_pending(params, name, results):
+            learning_curve(params, name, arm_run, results)
     except BaseException:
         runs.end_parent_run(arm_run, "FAILED")
         raise
     runs.end_parent_run(arm_run, "FINISHED")
-    tmp = out.with_name(f".{name}.tmp")
+    return record
+
+
+def _write_results(params: Params, record: dict, out: Path) -> None:
+    """Copy the arm's results into `out` as a whole (a temporary sibling renamed into place)."""
+    from components.grpo.checkpoint import LOG_FILE
+
+    tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for file in COPIED:
         if (params.paths.reports / file).is_file():
             shutil.copy2(params.paths.reports / file, tmp / file)
-    if arm.kind == "train":
+    if record["kind"] == "train":
         shutil.copy2(params.paths.checkpoints / "latest" / LOG_FILE, tmp / LOG_FILE)
-    if curve:
-        pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp / CURVE_FILE, index=False)
     (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)  # an arm's folder appears whole, or not at all
-    return record
 
 
 def write_study_report(params: Params, results: Path, notes: list[str] | None = None) -> Path:
@@ -199,7 +225,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None) -> Pa
             print(f"[study] {step(params, parent).summary}")
         for name in chosen:
             arm = arm_params(params, name)
-            if arm_done(results, name, arm_fingerprint(arm, params.study.arms[name].kind)):
+            if arm_done(results, name, arm_fingerprint(arm, params.study.arms[name].kind)) and not curve_pending(arm, name, results):
                 print(f"[study/{name}] done earlier (results/study/{name}/arm.json matches its params): skipped")
                 continue
             run_arm(arm, name, parent, results)

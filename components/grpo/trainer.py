@@ -93,6 +93,7 @@ def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) 
     payload["params"]["train"].pop("save_every", None)
     payload["params"]["train"].pop("log_rollouts_every", None)
     payload["params"]["train"].pop("snapshot_every", None)
+    payload["params"]["train"].pop("merge_lora_for_rollouts", None)  # how rollouts are decoded, not what is trained
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
