@@ -204,8 +204,10 @@ def write_study_report(params: Params, results: Path, notes: list[str] | None = 
     if not curve.empty:
         curve.to_csv(results / "consistency_learning_curve.csv", index=False)
         plot_learning_curve(curve, results / "consistency_learning_curve.png")
+    notes_file = results / "study_notes.md"  # what a person adds: arms cut short, findings outside the table
+    extra = [line[2:] for line in notes_file.read_text().splitlines() if line.startswith("- ")] if notes_file.is_file() else []
     path = results / "consistency.md"
-    path.write_text(render_markdown(table, curve, arms, COMMAND, notes or []))
+    path.write_text(render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
     return path
 
 
