@@ -1,13 +1,20 @@
-"""GRPO training throughput: groupwise vs TRL's GRPOTrainer, side by side in one run.
+"""GRPO training throughput: groupwise (transformers or vLLM rollouts) vs TRL's GRPOTrainer, in one run.
 
-Same configuration for both: SmolLM2-135M-Instruct (the embedded GGUF, converted once), LoRA r=16
-on q/k/v/o, K samples per prompt, the same diversity prompts in the same order, the same reward
-(GAPO frequency-aware), the same steps, beta, clipping, loss type and precision. Each framework
-runs in its own subprocess (clean threads and memory); the figure is samples/s over the training
-loop (model loading excluded for both).
+Same configuration for every row: SmolLM2-135M-Instruct (the embedded GGUF, converted once), LoRA
+r=16 on q/k/v/o, K samples per prompt, the same prompts in the same order, the same reward, steps,
+beta, clipping and loss type. `--task consistency` (default) samples whole answers to the gendered
+advice prompts (each variant its own prompt, reward H_norm: per sample, so TRL computes the same);
+`--task diversity` the listing prompts with GAPO's frequency-aware reward. Each row runs in its own
+subprocess (clean threads and memory); the figure is samples/s over the training loop: model
+loading and vLLM engine starts excluded for every row (TRL starts its engine before `train()`;
+groupwise's start and checkpoint saving are their own column).
 
-    python benchmarks/train_throughput.py                   # 3 steps x 4 prompts x K=6, 64 tokens
-    python benchmarks/train_throughput.py --precision bf16  # both frameworks in bf16 autocast
+Rows (`--rows`): groupwise with transformers rollouts, with vLLM rollouts (weights merged and
+loaded in place, or a LoRARequest per step), with vLLM rollouts and bf16 training, TRL's
+GRPOTrainer, and TRL with `use_vllm` colocate (a row that cannot run says why).
+
+    python benchmarks/train_throughput.py --max-new-tokens 256       # the README table
+    python benchmarks/train_throughput.py --task diversity --max-new-tokens 64 --rows groupwise trl
 """
 
 from __future__ import annotations
@@ -25,12 +32,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+ROWS = {
+    # name: (framework, rollout engine, weight sync, precision)
+    "groupwise": ("groupwise", "transformers", "merged", "fp32"),
+    "groupwise-vllm": ("groupwise", "vllm", "merged", "fp32"),
+    "groupwise-vllm-lora": ("groupwise", "vllm", "lora", "fp32"),
+    "groupwise-vllm-bf16": ("groupwise", "vllm", "merged", "bf16"),
+    "trl": ("trl", "transformers", "", "fp32"),
+    "trl-vllm": ("trl", "vllm", "", "fp32"),
+}
+
+
 def benchmark_params(args):
-    from components.config import load_params
+    from components.config import RolloutConfig, RolloutVllmConfig, load_params
 
     params = load_params(ROOT / "params.yaml", "default")
+    _, engine, sync, precision = ROWS[args.only] if args.only else ROWS["groupwise"]
+    rollout = RolloutConfig(engine=engine, vllm=RolloutVllmConfig(weight_sync=sync or "merged", max_model_len=1024))
     overrides = {
-        "tasks": ["diversity"],
+        "tasks": [args.task],
         "steps": args.steps,
         "groups_per_step": args.prompts_per_step,
         "samples_per_prompt": args.k,
@@ -38,20 +58,31 @@ def benchmark_params(args):
         "generation_batch_size": args.prompts_per_step * args.k,
         "beta": args.beta,
         "loss_type": args.loss_type,
-        "precision": args.precision,
+        "precision": precision,
         "num_iterations": 1,
+        "rows_per_forward": 6,
+        "rollout": rollout,
     }
     train = params.train.model_copy(update=overrides)
-    reward = params.reward.model_copy(update={"weights": {"frequency_aware": 1.0}})
+    reward_fn = "frequency_aware" if args.task == "diversity" else "entropy_helpfulness"
+    reward = params.reward.model_copy(update={"weights": {reward_fn: 1.0}})
     return params.model_copy(update={"train": train, "reward": reward})
 
 
-def prompt_groups(params, n: int):
+def prompt_groups(params, n: int, task: str):
+    """n one-prompt groups of `task` (a consistency group's variants become prompts of their own, so
+    TRL, whose groups are the K samples of one prompt, trains on exactly the same groups)."""
     from components.data import build_groups
+    from components.data.schema import PromptGroup
 
-    groups = [g for g in build_groups(params.paths.templates, params.data, params.seed) if g.task == "diversity"]
-    groups = sorted(groups, key=lambda g: g.group_id)
-    return (groups * (n // len(groups) + 1))[:n]
+    groups = sorted((g for g in build_groups(params.paths.templates, params.data, params.seed) if g.task == task),
+                    key=lambda g: g.group_id)  # fmt: skip
+    singles = [
+        PromptGroup(**{**g.model_dump(), "group_id": f"{g.group_id}/{m.variant_id}", "members": [m]}) if len(g.members) > 1 else g
+        for g in groups
+        for m in g.members
+    ] if task == "consistency" else groups  # fmt: skip
+    return (singles * (n // len(singles) + 1))[:n]
 
 
 def base_model(params) -> Path:
@@ -66,12 +97,23 @@ def run_groupwise(args) -> dict:
     from components.grpo.trainer import train
 
     params = benchmark_params(args)
-    groups = prompt_groups(params, args.steps * args.prompts_per_step)
+    groups = prompt_groups(params, args.steps * args.prompts_per_step, args.task)
     model_dir = base_model(params)
     # the schedule takes groups in order when there are exactly steps x groups_per_step of them
     with tempfile.TemporaryDirectory() as tmp:
         result = train(params, groups, model_dir, Path(tmp) / "ckpt", show_progress=True, shuffle=False)
-    return {"samples": result.samples, "seconds": result.seconds, "reward_mean": result.final["reward_mean"]}
+    history = result.history
+    total = lambda key: sum(h.get(key, 0.0) for h in history)  # noqa: E731
+    return {
+        "samples": result.samples,
+        "seconds": result.seconds,
+        "loop_seconds": total("step_time_s"),
+        "generation_seconds": total("generation_time_s"),
+        "sync_seconds": total("weight_sync_s"),
+        "tokens": total("tokens"),
+        "reward_mean": result.final["reward_mean"],
+        "mismatch": history[-1].get("mismatch/abs_logp_diff_mean"),
+    }
 
 
 def run_trl(args) -> dict:
@@ -85,9 +127,14 @@ def run_trl(args) -> dict:
     from components.rewards.diversity import frequency_aware
 
     params = benchmark_params(args)
-    groups = prompt_groups(params, args.steps * args.prompts_per_step)
+    groups = prompt_groups(params, args.steps * args.prompts_per_step, args.task)
     by_text = {g.members[0].text: g for g in groups}
     model_dir = base_model(params)
+    from components.rewards.entropy import normalized_entropy
+
+    def entropy_reward(completions, **_):
+        """H_norm of each completion (groupwise's entropy_helpfulness)."""
+        return [normalized_entropy(c[-1]["content"], params.reward.entropy_max_words) for c in completions]
 
     def gapo_reward(prompts, completions, **_):
         """frequency_aware over each prompt's K completions (TRL hands the reward the whole batch)."""
@@ -109,7 +156,8 @@ def run_trl(args) -> dict:
         config = GRPOConfig(
             output_dir=tmp,
             use_cpu=True,
-            bf16=args.precision == "bf16",
+            bf16=False,
+            **({"use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": False} if args.only == "trl-vllm" else {}),
             max_steps=args.steps,
             per_device_train_batch_size=args.prompts_per_step * args.k,
             gradient_accumulation_steps=1,
@@ -136,7 +184,7 @@ def run_trl(args) -> dict:
         )
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=gapo_reward,
+            reward_funcs=gapo_reward if args.task == "diversity" else entropy_reward,
             args=config,
             train_dataset=dataset,
             processing_class=tokenizer,
@@ -160,40 +208,54 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--beta", type=float, default=0.04)
     parser.add_argument("--loss-type", default="grpo", choices=["grpo", "bnpo", "dr_grpo", "dapo"])
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-    parser.add_argument("--only", choices=["groupwise", "trl"], help=argparse.SUPPRESS)
+    parser.add_argument("--task", default="consistency", choices=["consistency", "diversity"])
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--only", choices=list(ROWS), help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
     if args.only:
-        result = run_groupwise(args) if args.only == "groupwise" else run_trl(args)
+        result = run_groupwise(args) if ROWS[args.only][0] == "groupwise" else run_trl(args)
         Path(args.json).write_text(json.dumps(result))
         return
 
     figures = {}
-    for name in ("groupwise", "trl"):
+    for name in args.rows:
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             cmd = [sys.executable, __file__, "--only", name, "--json", out.name] + [
                 f"--steps={args.steps}", f"--prompts-per-step={args.prompts_per_step}", f"--k={args.k}",
                 f"--max-new-tokens={args.max_new_tokens}", f"--beta={args.beta}", f"--loss-type={args.loss_type}",
-                f"--precision={args.precision}",
+                f"--task={args.task}",
             ]
             print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
-            subprocess.run(cmd, check=True)
-            figures[name] = json.loads(Path(out.name).read_text())
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            sys.stderr.write(proc.stderr[-4000:])
+            if proc.returncode == 0:
+                figures[name] = json.loads(Path(out.name).read_text())
+            else:
+                lines = [x for x in proc.stderr.strip().splitlines() if "Error" in x or "error" in x]
+                figures[name] = {"error": (lines[-1] if lines else proc.stderr.strip().splitlines()[-1])[:300]}
     print()
-    print(f"config: SmolLM2-135M, LoRA r=16 q/k/v/o, K={args.k}, {args.max_new_tokens} new tokens, "
+    print(f"config: SmolLM2-135M, LoRA r=16 q/k/v/o, {args.task} prompts, K={args.k}, <= {args.max_new_tokens} new tokens, "
           f"{args.steps} steps x {args.prompts_per_step} prompts, beta={args.beta}, loss={args.loss_type}, "
-          f"{args.precision}, torch threads={__import__('torch').get_num_threads()}")
+          f"torch threads={__import__('torch').get_num_threads()}")
+    rate = lambda f: f["samples"] / f.get("loop_seconds", f["seconds"])  # noqa: E731
+    print("| row | samples/s | × TRL | loop s | engine start and saving s | generation s | weight sync s | mean tokens | mismatch |Δ log p| |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    trl = figures.get("trl", {})
     for name, f in figures.items():
-        print(f"{name:>10}: {f['samples']} samples in {f['seconds']:.1f} s = {f['samples'] / f['seconds']:.3f} samples/s"
-              f"  (last reward mean {f['reward_mean']:.3f})")
-    ratio = (figures["groupwise"]["samples"] / figures["groupwise"]["seconds"]) / (
-        figures["trl"]["samples"] / figures["trl"]["seconds"]
-    )
-    print(f"     ratio: groupwise / TRL = {ratio:.2f}x")
+        if "error" in f:
+            print(f"| {name} | does not run: {f['error']} | | | | | | | |")
+            continue
+        ratio = f"{rate(f) / rate(trl):.2f}×" if "samples" in trl else "–"
+        gen = f"{f['generation_seconds']:.1f}" if f.get("generation_seconds") else "–"
+        sync = f"{f['sync_seconds']:.2f}" if f.get("sync_seconds") else "–"
+        tokens = f"{f['tokens'] / f['samples']:.0f}" if f.get("tokens") else "–"
+        mismatch = f"{f['mismatch']:.4f}" if f.get("mismatch") is not None else "–"
+        loop = f.get("loop_seconds", f["seconds"])
+        print(f"| {name} | {rate(f):.3f} | {ratio} | {loop:.1f} | {f['seconds'] - loop:.1f} | {gen} | {sync} | {tokens} | {mismatch} |")
 
 
 if __name__ == "__main__":

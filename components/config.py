@@ -77,6 +77,67 @@ class AdvantageConfig(_Section):
     )
 
 
+class VllmConfig(_Section):
+    """vLLM engine settings (evaluation). On CPU the KV cache is a fixed budget in GiB."""
+
+    kv_cache_gb: int = Field(2, ge=1, description="VLLM_CPU_KVCACHE_SPACE (GiB) on CPU machines")
+    enforce_eager: bool = Field(True, description="no torch.compile: starts in ~30 s instead of ~100 s")
+    max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
+    max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
+    max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
+    adapter_mode: Literal["merged", "lora"] = Field(
+        "merged",
+        description="merged: the adapter is merged into a copy of the base (peft merge_and_unload) served by its own "
+        "engine; lora: one engine with enable_lora and a LoRARequest (slower on CPU)",
+    )
+    seeding: Literal["call", "request"] = Field(
+        "call",
+        description="call: the engine's RNG is reseeded with the seed at every generate call and samples are drawn in "
+        "one batched draw per step (reproducible for the same call; ~20 % faster on CPU); request: every sample "
+        "has its own seed (independent of the batch, drawn one by one)",
+    )
+    cpu_threads_bind: str = Field(
+        "all",
+        description="VLLM_CPU_OMP_THREADS_BIND on CPU machines: all (every core this process may use), auto (vLLM's "
+        "default: keeps one core for the engine loop) or an explicit list such as 0-7",
+    )
+
+
+class RolloutVllmConfig(VllmConfig):
+    """The colocated vLLM engine that samples training rollouts (its own engine process, started once)."""
+
+    dtype: str = Field("bfloat16", description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap)")
+    weight_sync: Literal["merged", "lora"] = Field(
+        "merged",
+        description="merged: after every update the LoRA deltas are merged into copies of the target weights and "
+        "loaded into the running engine (model.load_weights); lora: the adapter is saved and served as a new "
+        "LoRARequest (enable_lora)",
+    )
+    sleep_level: Literal[0, 1, 2] = Field(
+        0,
+        description="vLLM sleep mode between rollouts and the update (1: weights offloaded, KV cache freed; "
+        "2: both discarded); only where the platform has it (CUDA), 0: off",
+    )
+
+
+class ImportanceSamplingConfig(_Section):
+    """Truncated importance sampling for the engine/trainer mismatch (TRL's vllm_importance_sampling_*)."""
+
+    mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"] = "token_truncate"
+    clip_max: float = Field(3.0, gt=0, description="C_max: ratios above it are clipped (truncate) or zeroed (mask)")
+    clip_min: float = Field(0.0, ge=0, description="C_min: ratios below it are clipped or zeroed")
+
+
+class RolloutConfig(_Section):
+    """Which engine samples the training rollouts."""
+
+    engine: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers: groupwise's decode loop on the live policy; vllm: a colocated vLLM engine"
+    )
+    vllm: RolloutVllmConfig = RolloutVllmConfig()
+    importance_sampling: ImportanceSamplingConfig = ImportanceSamplingConfig()
+
+
 class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
     steps: int = Field(6, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
@@ -120,6 +181,7 @@ class TrainConfig(_Section):
     domains: list[str] | None = Field(None, description="train only on groups of these domains (null: all)")
     log_rollouts_every: int = Field(0, ge=0, description="table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
+    rollout: RolloutConfig = RolloutConfig()
 
     @model_validator(mode="after")
     def _micro_batches_divide(self) -> "TrainConfig":
@@ -135,32 +197,6 @@ class RewardConfig(_Section):
     weights: dict[str, float] = {"entropy_helpfulness": 0.4, "stability": 0.6}
     entropy_max_words: int = Field(32, ge=2, description="W_max in H_norm = H / log W_max")
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
-
-
-class VllmConfig(_Section):
-    """vLLM engine settings (evaluation). On CPU the KV cache is a fixed budget in GiB."""
-
-    kv_cache_gb: int = Field(2, ge=1, description="VLLM_CPU_KVCACHE_SPACE (GiB) on CPU machines")
-    enforce_eager: bool = Field(True, description="no torch.compile: starts in ~30 s instead of ~100 s")
-    max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
-    max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
-    max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
-    adapter_mode: Literal["merged", "lora"] = Field(
-        "merged",
-        description="merged: the adapter is merged into a copy of the base (peft merge_and_unload) served by its own "
-        "engine; lora: one engine with enable_lora and a LoRARequest (slower on CPU)",
-    )
-    seeding: Literal["call", "request"] = Field(
-        "call",
-        description="call: the engine's RNG is reseeded with the seed at every generate call and samples are drawn in "
-        "one batched draw per step (reproducible for the same call; ~20 % faster on CPU); request: every sample "
-        "has its own seed (independent of the batch, drawn one by one)",
-    )
-    cpu_threads_bind: str = Field(
-        "all",
-        description="VLLM_CPU_OMP_THREADS_BIND on CPU machines: all (every core this process may use), auto (vLLM's "
-        "default: keeps one core for the engine loop) or an explicit list such as 0-7",
-    )
 
 
 class CandidateConfig(_Section):

@@ -176,7 +176,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Base vs tuned on the held-out groups: metrics.json, statistics, tables, plots, summary, HTML."""
     from components.data import load_groups
     from components.evaluation.comparisons import compare_all
-    from components.evaluation.records import SummarySettings, summarize
+    from components.evaluation.records import summarize
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
 

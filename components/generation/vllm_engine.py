@@ -134,6 +134,7 @@ class VllmEngine:
             logprobs_mode="processed_logprobs",
             disable_log_stats=True,
             **lora,
+            **({"enable_sleep_mode": True} if getattr(self._cfg, "sleep_level", 0) else {}),
         )
         try:
             return VllmProcess(llm_kwargs, env)
@@ -188,7 +189,11 @@ class VllmEngine:
             )
         return ids
 
-    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
+    def generate(
+        self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None, keep_eos: bool = False
+    ) -> list[list[Sample]]:
+        """`keep_eos`: completions keep their final EOS token and its log-prob (training learns to stop);
+        evaluation drops it, as the transformers engine does."""
         if not prompts:
             return []
         llm, lora = self._engine_for(adapter)
@@ -207,13 +212,23 @@ class VllmEngine:
             row = []
             for c in completions:
                 token_ids, logprobs = c.token_ids, c.logprobs
-                if token_ids and token_ids[-1] == eos:
+                if token_ids and token_ids[-1] == eos and not keep_eos:
                     token_ids, logprobs = token_ids[:-1], logprobs[:-1]
                 truncated = c.finish_reason == "length"
                 row.append(Sample(i, tuple(ids[i]), token_ids, logprobs, c.text.strip(), truncated))
             samples.append(row)
         validate_samples(samples, len(prompts), cfg.n, self.name)
         return samples
+
+    def load_weights(self, named_tensors) -> int:
+        """Replace (some of) the base engine's weights in place: `(Hugging Face name, tensor)` pairs."""
+        return self._llms[None].load_weights(named_tensors)
+
+    def sleep(self, level: int) -> None:
+        self._llms[None].sleep(level)
+
+    def wake_up(self) -> None:
+        self._llms[None].wake_up()
 
     def close(self) -> None:
         llms, self._llms = getattr(self, "_llms", {}), {}

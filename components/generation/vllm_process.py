@@ -70,6 +70,50 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
     return [_completions(o) for o in outputs]
 
 
+def _tensor_bytes(t) -> tuple[str, tuple[int, ...], bytes]:
+    """A CPU tensor as (dtype name, shape, raw bytes): plain data for the pipe (no shared-memory handles)."""
+    import torch
+
+    t = t.detach().to("cpu").contiguous()
+    return str(t.dtype).removeprefix("torch."), tuple(t.shape), t.view(torch.uint8).numpy().tobytes()
+
+
+def _from_bytes(dtype: str, shape: tuple[int, ...], data: bytes):
+    import torch
+
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+
+
+def _load_into_worker(worker, weights: list) -> int:
+    """Runs inside vLLM's worker: an in-place reload (`reload_weights`, checkpoint format: Hugging Face
+    names, vLLM fuses q/k/v itself and re-runs each reloaded layer's kernel preparation, e.g. the
+    CPU's prepacked GEMM weights). Layers not in `weights` keep theirs; vLLM warns about each of
+    them ("Failed to load weights"), which here is intended, so that logger is quietened."""
+    import logging
+
+    logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
+    worker.model_runner.reload_weights(
+        weights_iterator=((name, _from_bytes(*spec)) for name, spec in weights), is_checkpoint_format=True
+    )
+    return len(weights)
+
+
+def _load_weights(llm, weights: list) -> int:
+    """New weights into the running engine (no restart); cached prefixes were computed with the old
+    weights, so the prefix cache is reset."""
+    loaded = llm.collective_rpc(_load_into_worker, args=(weights,))
+    llm.reset_prefix_cache()
+    return loaded[0]
+
+
+_CALLS = {
+    "generate": lambda llm, payload: _generate(llm, **payload),
+    "load_weights": lambda llm, payload: _load_weights(llm, payload),
+    "sleep": lambda llm, payload: llm.sleep(level=payload),
+    "wake_up": lambda llm, payload: llm.wake_up(),
+}
+
+
 def _failure(exc: BaseException) -> tuple[str, str]:
     """("error", one line) for the parent; the whole traceback goes to the child's stderr (the log)."""
     traceback.print_exc()
@@ -77,7 +121,7 @@ def _failure(exc: BaseException) -> tuple[str, str]:
 
 
 def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any]) -> None:
-    """Child main loop: start the LLM, then answer `generate` messages until `close` or EOF."""
+    """Child main loop: start the LLM, then answer `_CALLS` messages until `close` or EOF."""
     os.environ.update(env)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
@@ -97,7 +141,7 @@ def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any]) -> None:
             conn.send(("ok", None))
             return
         try:
-            conn.send(("ok", _generate(llm, **payload)))
+            conn.send(("ok", _CALLS[kind](llm, payload)))
         except Exception as exc:
             conn.send(_failure(exc))
 
@@ -171,12 +215,27 @@ class VllmProcess:
         `reseed`: reset the engine's global RNG (and its prefix cache) first: requests without
         seeds draw from it; `lora`: `LoRARequest(name, id, path)` arguments, or None.
         """
+        payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora}
+        return self._call("generate", payload)
+
+    def load_weights(self, named_tensors) -> int:
+        """Replace weights of the running engine: `(Hugging Face name, tensor)` pairs, any subset of the
+        model's parameters (vLLM's `model.load_weights`); the prefix cache is reset. Returns the count."""
+        return self._call("load_weights", [(name, _tensor_bytes(t)) for name, t in named_tensors])
+
+    def sleep(self, level: int) -> None:
+        """vLLM sleep mode: free the KV cache (level 1: weights offloaded to host, 2: discarded)."""
+        self._call("sleep", level)
+
+    def wake_up(self) -> None:
+        self._call("wake_up", None)
+
+    def _call(self, kind: str, payload: Any) -> Any:
         if self._broken or not self._stopper.alive:
             raise EngineProcessError("the vLLM engine process is closed or was interrupted mid-call; start a new one")
-        payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora}
         self._broken = True  # until the answer to this call has been read
         try:
-            self._conn.send(("generate", payload))
+            self._conn.send((kind, payload))
         except OSError as exc:
             raise EngineProcessError(f"the vLLM engine process is gone: {exc}") from exc
         return self._receive()

@@ -6,6 +6,9 @@ Per completion token t of sample i (PPO/GRPO surrogate, Shao et al. 2024):
     l_it   = -min(rho_it A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) A_i) + beta * k3_it
     k3_it  = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1     (Schulman 2020)
 
+With rollouts from another engine (vLLM), the surrogate is multiplied by a truncated importance
+weight w_it for the engine/trainer mismatch before the KL term is added (components.grpo.mismatch).
+
 With `kl_ratio_correction` the KL term is rho_it * k3_it, whose gradient is the unbiased reverse-KL
 gradient also off-policy (DeepSeek-V3.2, arXiv:2512.02556; TRL's `use_bias_correction_kl`).
 
@@ -100,12 +103,16 @@ def clipped_token_loss(
     eps_high: float,
     beta: float,
     kl_ratio_correction: bool = False,
+    is_weight: torch.Tensor | None = None,
 ) -> TokenLossTerms:
-    """Per-token clipped surrogate + beta * k3; shapes (B, T), advantages (B,)."""
+    """Per-token clipped surrogate (times the importance weight `is_weight`, (B, T) or (B, 1), when
+    given) + beta * k3; shapes (B, T), advantages (B,)."""
     adv = advantages.unsqueeze(1).to(logp.dtype)
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     loss = -torch.min(ratio * adv, clipped * adv)
+    if is_weight is not None:
+        loss = loss * is_weight.to(loss.dtype)
     if beta > 0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs reference log-probs")

@@ -10,19 +10,21 @@ import torch
 
 from components.config import AdvantageConfig
 from components.data.schema import PromptGroup
-from components.generation.sampling import SamplingConfig, TransformersEngine
+from components.generation.sampling import SamplingConfig
+from components.grpo.rollout_engines import RolloutEngine
 from components.grpo.semantic import get_clusterer, normalized_semantic_entropy
 from components.grpo.types import GroupBatch, Rollout
 
 
-def collect_rollouts(engine: TransformersEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:
-    """K samples of every variant of every group, in one batched generation."""
+def collect_rollouts(engine: RolloutEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:
+    """K samples of every variant of every group, in one batched generation (the engine's log-probs
+    kept when it records them: they are the behaviour policy of importance sampling)."""
     prompts, owners = [], []
     for g, group in enumerate(groups):
         for member in group.members:
             prompts.append(member.text)
             owners.append((g, group, member))
-    completions = engine.generate(prompts, sampling, desc="rollouts")
+    completions = engine.generate(prompts, sampling)
     rollouts = [
         Rollout(
             group_index=g,
@@ -33,6 +35,7 @@ def collect_rollouts(engine: TransformersEngine, groups: list[PromptGroup], samp
             prompt_ids=c.prompt_ids,
             completion_ids=c.completion_ids,
             truncated=c.truncated,
+            behaviour_logprobs=tuple(c.logprobs) if engine.records_logprobs else (),
         )
         for (g, group, member), per_prompt in zip(owners, completions)
         for c in per_prompt

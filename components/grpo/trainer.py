@@ -14,7 +14,6 @@ and scores its own whole groups; loss weights and logged statistics are global.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import random
@@ -30,14 +29,16 @@ from tqdm.auto import tqdm
 
 from components.config import Params
 from components.data.schema import PromptGroup
-from components.generation.sampling import SamplingConfig, TransformersEngine
+from components.config import RolloutConfig
+from components.generation.sampling import SamplingConfig
+from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.advantages import advantage_stages, get_adv_est
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
 from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.types import GroupBatch
-from components.grpo.update import TrainingError, policy_update, precision_context
-from components.models.lora import attach_lora, lora_merged
+from components.grpo.update import TrainingError, policy_update
+from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
 
@@ -94,6 +95,8 @@ def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) 
     payload["params"]["train"].pop("log_rollouts_every", None)
     payload["params"]["train"].pop("snapshot_every", None)
     payload["params"]["train"].pop("merge_lora_for_rollouts", None)  # how rollouts are decoded, not what is trained
+    if params.train.rollout == RolloutConfig():  # states written before rollout engines existed stay resumable
+        payload["params"]["train"].pop("rollout", None)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -222,7 +225,6 @@ def train(
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = _lr_scheduler(optimizer, params)
-    engine = TransformersEngine(model, tokenizer, batch_size=cfg.generation_batch_size, show_progress=False)
     schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed, shuffle=shuffle)
     fingerprint = run_fingerprint(params, groups, ctx.world_size)
 
@@ -241,59 +243,63 @@ def train(
         history = progress["history"]
         samples, elapsed_before, start_step = progress["samples"], progress["seconds"], progress["step"] + 1
 
-    device = next(model.parameters()).device
     started = time.perf_counter()
-    bar = tqdm(
-        range(start_step, cfg.steps + 1), desc="GRPO", unit="step", disable=not (show_progress and ctx.is_main),
-        initial=start_step - 1, total=cfg.steps,
-    )
-    for step in bar:
-        t0 = time.perf_counter()
-        sampling = SamplingConfig(
-            n=cfg.samples_per_prompt,
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            seed=params.seed * 100_003 + step * 101 + ctx.rank,
+    engine = open_rollout_engine(params, model, tokenizer, base_model_dir)
+    try:
+        bar = tqdm(
+            range(start_step, cfg.steps + 1), desc="GRPO", unit="step", disable=not (show_progress and ctx.is_main),
+            initial=start_step - 1, total=cfg.steps,
         )
-        merged = lora_merged(model) if cfg.merge_lora_for_rollouts else contextlib.nullcontext()
-        with precision_context(cfg.precision, device), merged:
+        for step in bar:
+            t0 = time.perf_counter()
+            sampling = SamplingConfig(
+                n=cfg.samples_per_prompt,
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                seed=params.seed * 100_003 + step * 101 + ctx.rank,
+            )
+            synced = engine.sync(model, step)
             batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling)
-        t_gen = time.perf_counter() - t0
-        model.train()
-        advantages, metrics, rewards = score_batch(batch, params, ctx)
-        update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
-        elapsed = time.perf_counter() - t0
-        samples += int(metrics["samples"])
-        metrics.update(update)
-        metrics.update(
-            step=float(step),
-            step_time_s=elapsed,
-            generation_time_s=t_gen,
-            samples_per_s=metrics["samples"] / elapsed,
-            tokens_per_s=metrics["tokens"] / elapsed,
-        )
-        history.append(metrics)
-        bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", kl=f"{metrics['kl']:.4f}")
-        if ctx.is_main:
-            if on_step is not None:
-                on_step(step, metrics)
-            if on_rollouts is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
-                on_rollouts(step, rollout_table(batch, rewards, advantages, step))
-            if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
-                # an evaluable adapter of this step (learning curves), beside the final checkpoint
-                seconds_so_far = elapsed_before + time.perf_counter() - started
-                state = _final_state(params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size)
-                save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
-            if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
-                progress = {
-                    "fingerprint": fingerprint,
-                    "samples": samples,
-                    "seconds": elapsed_before + time.perf_counter() - started,
-                    "history": history,
-                }
-                save_train_state(state_dir, step, model, optimizer, scheduler, progress)
-        ctx.barrier()
+            engine.release()
+            t_gen = time.perf_counter() - t0
+            model.train()
+            advantages, metrics, rewards = score_batch(batch, params, ctx)
+            update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
+            elapsed = time.perf_counter() - t0
+            samples += int(metrics["samples"])
+            metrics.update(update)
+            metrics.update(
+                step=float(step),
+                step_time_s=elapsed,
+                generation_time_s=t_gen,
+                samples_per_s=metrics["samples"] / elapsed,
+                tokens_per_s=metrics["tokens"] / elapsed,
+                **synced,
+            )
+            history.append(metrics)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", kl=f"{metrics['kl']:.4f}")
+            if ctx.is_main:
+                if on_step is not None:
+                    on_step(step, metrics)
+                if on_rollouts is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
+                    on_rollouts(step, rollout_table(batch, rewards, advantages, step))
+                if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
+                    # an evaluable adapter of this step (learning curves), beside the final checkpoint
+                    seconds_so_far = elapsed_before + time.perf_counter() - started
+                    state = _final_state(params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size)
+                    save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
+                if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                    progress = {
+                        "fingerprint": fingerprint,
+                        "samples": samples,
+                        "seconds": elapsed_before + time.perf_counter() - started,
+                        "history": history,
+                    }
+                    save_train_state(state_dir, step, model, optimizer, scheduler, progress)
+            ctx.barrier()
+    finally:
+        engine.close()
 
     seconds = elapsed_before + time.perf_counter() - started
     if ctx.is_main:

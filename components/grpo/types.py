@@ -21,6 +21,9 @@ class Rollout:
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     truncated: bool
+    # log p of each completion token under the engine that sampled it (vLLM rollouts; empty otherwise):
+    # the behaviour policy of truncated importance sampling
+    behaviour_logprobs: tuple[float, ...] = ()
 
 
 @dataclass

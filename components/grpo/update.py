@@ -4,6 +4,8 @@
         for each micro-batch of whole groups (gradient accumulation):
             logp  = log pi_theta(o_t | q, o_<t)                       (with grad)
             old   = logp.detach() if mu == 1 else log-probs stored before the first update
+            w_is  = truncated importance weight old vs the rollout engine's log-probs (vLLM
+                    rollouts only; components.grpo.mismatch), computed once per batch
             ref   = log pi_ref (adapter disabled), computed once per batch, only when beta > 0
             loss  = sum_i w_i sum_t l_it m_it          (components.grpo.losses; w_i on the global batch)
             backward (DDP all-reduces on the last micro-batch only)
@@ -32,6 +34,7 @@ from components.grpo.logprobs import (
     shared_prompt_logprobs,
 )
 from components.grpo.losses import clipped_token_loss, get_loss_type
+from components.grpo.mismatch import importance_weights, pack_engine_logprobs
 from components.grpo.types import GroupBatch
 
 
@@ -46,6 +49,8 @@ class MicroBatch:
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
     micro_id: int = 0  # the micro-batch (of whole groups) these rows belong to; loss weights use it
+    engine_logp: torch.Tensor | None = None  # (B, C) log-probs of the engine that sampled the rows (vLLM)
+    is_weight: torch.Tensor | None = None  # importance weights, fixed at the first iteration
 
 
 def precision_context(precision: str, device: torch.device):
@@ -84,7 +89,15 @@ def plan_micro_batches(
             if batch.rollouts[i].completion_ids
         ]
         for chunk in _row_chunks(batch, positions, rows_per_forward) if positions else []:
-            out.append(MicroBatch(chunk, packer([batch.rollouts[i] for i in chunk], pad_id), micro_id=micro_id))
+            rollouts = [batch.rollouts[i] for i in chunk]
+            mb = MicroBatch(chunk, packer(rollouts, pad_id), micro_id=micro_id)
+            if any(r.behaviour_logprobs for r in rollouts):
+                bad = [r.group_id for r in rollouts if len(r.behaviour_logprobs) != len(r.completion_ids)]
+                if bad:
+                    raise ValueError(f"rollouts of groups {sorted(set(bad))}: engine log-probs do not match their tokens")
+                width = mb.packed.completion_mask.shape[1]
+                mb.engine_logp = pack_engine_logprobs([r.behaviour_logprobs for r in rollouts], width)
+            out.append(mb)
     return out
 
 
@@ -149,6 +162,7 @@ def policy_update(
     trainable = [p for p in model.parameters() if p.requires_grad]
     # [loss, kl*mask, tokens, clip_low, clip_high, entropy*mask]
     totals = torch.zeros(6, dtype=torch.float64)
+    mismatch = torch.zeros(4, dtype=torch.float64)  # [sum |Δ log p|, tokens, outside [C_min, C_max], max |Δ|]
     grad_norms, lrs = [], []
     for iteration in range(cfg.num_iterations):
         optimizer.zero_grad(set_to_none=True)
@@ -159,6 +173,10 @@ def policy_update(
                 stats = _token_logprobs(trainer_model, mb, cfg, with_entropy=True)
                 logp = stats.logp
                 old = mb.old_logp if mb.old_logp is not None else logp.detach()
+                if mb.engine_logp is not None and iteration == 0:
+                    mb.is_weight, seen = importance_weights(old, mb.engine_logp, mb.packed.completion_mask, cfg.rollout.importance_sampling)
+                    mismatch[:3] += seen[:3]
+                    mismatch[3] = max(mismatch[3], seen[3])
                 terms = clipped_token_loss(
                     logp,
                     old,
@@ -168,6 +186,7 @@ def policy_update(
                     cfg.epsilon_high,
                     cfg.beta,
                     cfg.kl_ratio_correction,
+                    is_weight=mb.is_weight,
                 )
                 mask = mb.packed.completion_mask
                 w = weights[mb.positions].to(logp.dtype).unsqueeze(1)
@@ -196,6 +215,15 @@ def policy_update(
             scheduler.step()
         grad_norms.append(float(grad_norm))
     totals = ctx.all_reduce_sum(totals)
+    mismatch_metrics = {}
+    if any(mb.engine_logp is not None for mb in micro_batches):
+        largest = max(ctx.all_gather_object(float(mismatch[3])))
+        abs_sum, seen_tokens, outside = ctx.all_reduce_sum(mismatch[:3]).tolist()
+        mismatch_metrics = {
+            "mismatch/abs_logp_diff_mean": abs_sum / max(seen_tokens, 1.0),
+            "mismatch/abs_logp_diff_max": largest,
+            "mismatch/is_clipped_share": outside / max(seen_tokens, 1.0),
+        }
     loss_sum, kl_sum, tokens, clip_low, clip_high, entropy_sum = totals.tolist()
     per_token = max(tokens, 1.0)
     return {
@@ -210,4 +238,5 @@ def policy_update(
         "lr": lrs[-1],
         "micro_batches": float(len({mb.micro_id for mb in micro_batches})),
         "forward_chunks": float(len(micro_batches)),
+        **mismatch_metrics,
     }

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from components.config import LoraConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 def attach_lora(model, cfg: LoraConfig):
@@ -74,3 +78,38 @@ def lora_merged(model):
         with torch.no_grad():
             for layer, weight in zip(layers, saved):
                 layer.get_base_layer().weight.copy_(weight)
+
+
+def merged_weights(model, dtype: str | None = None, full: bool = False) -> list[tuple[str, "torch.Tensor"]]:
+    """(Hugging Face name, W + (α/r)·B·A) for every LoRA-adapted weight of a peft model, computed in
+    fp32 and cast to `dtype`, without touching the model; `full`: every other base weight too.
+
+    What a running inference engine needs after an update: only the adapted projections change.
+    """
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    prefix = "base_model.model."
+    out: list[tuple[str, torch.Tensor]] = []
+    adapted: set[str] = set()
+    target = getattr(torch, dtype) if dtype else None
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, LoraLayer):
+                continue
+            base = module.get_base_layer()
+            weight = base.weight.detach().float().clone()
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A:
+                    weight += module.get_delta_weight(adapter).float()
+            hf_name = f"{name.removeprefix(prefix)}.weight"
+            adapted.add(hf_name)
+            out.append((hf_name, weight.to(target) if target is not None else weight))
+        if full:
+            for name, param in model.named_parameters():
+                if "lora_" in name:
+                    continue
+                hf_name = name.removeprefix(prefix).replace(".base_layer.", ".")
+                if hf_name not in adapted:
+                    out.append((hf_name, param.detach().to(target) if target is not None else param.detach().clone()))
+    return out

@@ -1,6 +1,6 @@
 """A training process for the resume and DDP tests (run as a subprocess, or by torchrun).
 
-    python grpo_worker.py train  --model-dir M --out O [--resume] [--steps N]   # the real trainer
+    python grpo_worker.py train  --model-dir M --out O [--resume] [--steps N] [--rollout-engine vllm]  # the real trainer
     torchrun --nproc-per-node 2 grpo_worker.py update --model-dir M --out O      # two policy updates on fixed data
 """
 
@@ -23,10 +23,21 @@ groups = consistency_groups
 params = tiny_params
 
 
+def with_vllm_rollouts(p, **vllm):
+    """`p` with colocated vLLM rollouts sized for tests (1 GiB KV cache, short sequences, fp32)."""
+    from components.config import RolloutConfig, RolloutVllmConfig
+
+    settings = {"kv_cache_gb": 1, "max_model_len": 256, "max_num_seqs": 64, "dtype": "float32", **vllm}
+    rollout = RolloutConfig(engine="vllm", vllm=RolloutVllmConfig(**settings))
+    return p.model_copy(update={"train": p.train.model_copy(update={"rollout": rollout})})
+
+
 def run_train(args) -> None:
     from components.grpo.trainer import train
 
     p = params(steps=args.steps, save_every=1, max_new_tokens=args.max_new_tokens, groups_per_step=args.groups_per_step)
+    if args.rollout_engine == "vllm":
+        p = with_vllm_rollouts(p)
     out = Path(args.out)
     result = train(p, groups(4), Path(args.model_dir), out / "latest", show_progress=False, resume=args.resume, state_dir=out / "resume")
     if int(__import__("os").environ.get("RANK", "0")) == 0:
@@ -97,5 +108,6 @@ if __name__ == "__main__":
     parser.add_argument("--groups-per-step", type=int, default=2)
     parser.add_argument("--micro", type=int, default=1)
     parser.add_argument("--loss-type", default="grpo")
+    parser.add_argument("--rollout-engine", choices=["transformers", "vllm"], default="transformers")
     args = parser.parse_args()
     run_train(args) if args.mode == "train" else run_update(args)

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).with_name("grpo_worker.py")
-TIMING = {"step_time_s", "generation_time_s", "samples_per_s", "tokens_per_s"}
+TIMING = {"step_time_s", "generation_time_s", "samples_per_s", "tokens_per_s", "weight_sync_s"}
 
 
 def worker(*args: str) -> list[str]:

