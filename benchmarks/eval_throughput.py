@@ -14,6 +14,9 @@ seed per sample, drawn one by one). A third row times plain HF
 `model.generate` on the same set (the reference the target was set against); --skip-hf-generate
 leaves it out.
 
+A raw `LLM.generate` row (same token ids, sampling and engine settings, no groupwise code on the
+path) shows what the engine wrapper costs (target: within 10 %).
+
 Part 2 times the metric computation of an evaluation of --groups groups x 8 samples per model
 (half consistency groups of 2 variants x 4 samples, half diversity tasks of 8 samples), base and
 tuned: embeddings (all-MiniLM-L6-v2), per-group records, summary and all paired tests with
@@ -52,6 +55,44 @@ def run_engine(engine, prompts, cfg, adapter=None) -> dict:
     seconds = time.perf_counter() - started
     tokens = sum(len(s.completion_ids) for row in out for s in row)
     return {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "texts": [s.text for row in out for s in row]}
+
+
+def _raw_vllm_child(conn, env: dict, llm_kwargs: dict, prompt_ids: list, sampling: dict) -> None:
+    """A bare `LLM.generate` (no groupwise code on the path): started, then timed on one call."""
+    os.environ.update(env)
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(**llm_kwargs)
+    started = time.perf_counter()
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], SamplingParams(**sampling), use_tqdm=False)
+    seconds = time.perf_counter() - started
+    conn.send({"tokens": sum(len(o.token_ids) for out in outputs for o in out.outputs), "seconds": seconds})
+
+
+def raw_vllm_reference(engine, prompts: list[str], cfg, vllm_cfg, dtype: str) -> dict:
+    """Plain vLLM with the same prompt token ids, sampling and engine settings as the engine's path,
+    in a process of its own (engine core inside it, as groupwise runs it): what the wrapper costs."""
+    import multiprocessing
+
+    from components.generation.vllm_engine import _MIN_BATCHED_TOKENS, engine_env
+
+    ids = engine.prompt_ids(prompts)
+    llm_kwargs = dict(
+        model=str(engine._base_dir), dtype=dtype, seed=1234, enforce_eager=vllm_cfg.enforce_eager,
+        max_model_len=vllm_cfg.max_model_len, max_num_seqs=vllm_cfg.max_num_seqs, enable_chunked_prefill=False,
+        max_num_batched_tokens=max(vllm_cfg.max_model_len, _MIN_BATCHED_TOKENS), logprobs_mode="processed_logprobs",
+        disable_log_stats=True,
+    )  # fmt: skip
+    sampling = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": 0, "max_tokens": cfg.max_new_tokens, "logprobs": 0}
+    env = {**engine_env(vllm_cfg), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_raw_vllm_child, args=(child, env, llm_kwargs, ids, sampling))
+    proc.start()
+    result = parent.recv()
+    proc.join()
+    return {"sequences": len(prompts) * cfg.n, **result, "tok_s": result["tokens"] / result["seconds"], "texts": []}
 
 
 def hf_generate_reference(model_dir: Path, prompts: list[str], cfg, batch_size: int, dtype: str) -> dict:
@@ -105,6 +146,8 @@ def generation_benchmark(args) -> list[str]:
             rows.append(("vllm (adapter, merged copy)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
     finally:
         vllm.close()
+    raw = raw_vllm_reference(vllm, prompts, cfg, vllm_cfg, args.dtype)
+    rows.append(("raw vLLM LLM.generate (base)", raw))
     if not args.skip_request_seeding:
         vllm = VllmEngine(args.model_dir, vllm_cfg.model_copy(update={"seeding": "request"}), dtype=args.dtype, seed=1234)
         try:
@@ -124,6 +167,7 @@ def generation_benchmark(args) -> list[str]:
     print(f"{'engine':<32}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
     for name, r in rows:
         print(f"{name:<32}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
+    print(f"groupwise vLLM engine / raw LLM.generate tokens/s: {vllm_base['tok_s'] / raw['tok_s']:.2f} (target >= 0.90)")
     ratio = vllm_base["tok_s"] / hf_base["tok_s"]
     print(f"vLLM / transformers engine tokens/s (base model): {ratio:.2f}x (target >= 3x)")
     if reference is not None:

@@ -477,6 +477,25 @@ def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path]
     return paths
 
 
+def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
+    """`["train.rollout.engine=vllm", "train.steps=2"]` -> nested overrides (values parsed as YAML)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ParamsError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. train.rollout.engine=vllm")
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ParamsError(f"--set {item!r}: {part} is set to a value and used as a section")
+        node[leaf] = yaml.safe_load(value)
+    return out
+
+
 def with_overrides(params: Params, overrides: dict[str, Any], paths: dict[str, str] | None = None) -> Params:
     """`params` with `overrides` deep-merged over it (validated again) and `paths` (relative to the
     project root, confined to its data folder) replacing some `paths.*` entries."""

@@ -27,6 +27,9 @@ USER_ERRORS = (ValueError, KeyError, FileNotFoundError, RuntimeError, Arithmetic
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
 ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
+SetOpt = typer.Option(
+    None, "--set", "-S", help="override a param for this run, e.g. -S train.rollout.engine=vllm (repeatable; YAML values)"
+)
 
 
 def _fail(command: str, exc: BaseException) -> typer.Exit:
@@ -35,12 +38,14 @@ def _fail(command: str, exc: BaseException) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _run_step(name: str, params_path: Path, profile: Optional[str], **options) -> None:
-    from components.config import load_params
+def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
+    from components.config import assignments_to_overrides, load_params, with_overrides
     from flows.steps import STEPS
 
     try:
         params = load_params(params_path, profile)
+        if sets:
+            params = with_overrides(params, assignments_to_overrides(sets))
         started = time.perf_counter()
         result = STEPS[name](params, **options)
     except USER_ERRORS as exc:
@@ -74,15 +79,16 @@ def train(
     params: Path = ParamsOpt,
     profile: Optional[str] = ProfileOpt,
     resume: bool = typer.Option(False, "--resume", help="continue from the newest state in <checkpoints>/resume"),
+    sets: Optional[list[str]] = SetOpt,
 ) -> None:
     """GRPO fine-tuning with LoRA (writes data/checkpoints/latest). Multi-process: torchrun ... $(which groupwise) train."""
-    _run_step("train", params, profile, resume=resume)
+    _run_step("train", params, profile, sets, resume=resume)
 
 
 @app.command()
-def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Evaluate base vs tuned on held-out groups (metrics.json, tables, plots)."""
-    _run_step("evaluate", params, profile)
+    _run_step("evaluate", params, profile, sets)
 
 
 @app.command()
@@ -224,12 +230,14 @@ def schedule(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 
 
 @app.command("show-params")
-def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
-    """Print the resolved parameters (profile applied, paths absolute) as JSON."""
-    from components.config import load_params
+def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
+    """Print the resolved parameters (profile and --set applied, paths absolute) as JSON."""
+    from components.config import assignments_to_overrides, load_params, with_overrides
 
     try:
         resolved = load_params(params, profile)
+        if sets:
+            resolved = with_overrides(resolved, assignments_to_overrides(sets))
     except USER_ERRORS as exc:
         raise _fail("show-params", exc) from exc
     json.dump(resolved.model_dump(mode="json"), sys.stdout, indent=2)

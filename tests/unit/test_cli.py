@@ -55,6 +55,21 @@ def test_validate_names_file_rule_and_row_of_a_broken_group(tmp_path):
     assert json.loads((project / "data/validation/report.json").read_text())["success"] is False
 
 
+def test_set_overrides_params_for_one_run_and_bad_assignments_exit_2(tmp_path):
+    project = make_project(tmp_path / "p", "default")
+    params = str(project / "params.yaml")
+    result = runner.invoke(app, ["show-params", "-p", params, "-S", "train.rollout.engine=vllm", "--set", "train.steps=3"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["train"]["rollout"]["engine"] == "vllm" and shown["train"]["steps"] == 3
+    assert shown["train"]["lr"] == 1e-4  # the rest as in params.yaml
+    bad_value = runner.invoke(app, ["show-params", "-p", params, "-S", "train.rollout.engine=vlm"])
+    assert bad_value.exit_code == 2 and "train.rollout.engine" in bad_value.output and "vlm" in bad_value.output
+    for bad in ("train.steps", "=3", "train..steps=3"):
+        result = runner.invoke(app, ["train", "-p", params, "-S", bad])
+        assert result.exit_code == 2 and "expected KEY=VALUE" in result.output, bad
+
+
 def test_evaluate_without_checkpoint_says_what_is_missing(tmp_path, tiny_model_dir):
     project = make_project(tmp_path / "p", "tiny")
     params = str(project / "params.yaml")
