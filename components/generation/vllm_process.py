@@ -88,10 +88,12 @@ def _load_into_worker(worker, weights: list) -> int:
     """Runs inside vLLM's worker: an in-place reload (`reload_weights`, checkpoint format: Hugging Face
     names, vLLM fuses q/k/v itself and re-runs each reloaded layer's kernel preparation, e.g. the
     CPU's prepacked GEMM weights). Layers not in `weights` keep theirs; vLLM warns about each of
-    them ("Failed to load weights"), which here is intended, so that logger is quietened."""
+    them ("Failed to load weights", "Following weights were not loaded"), which here is intended, so
+    those loggers are quietened."""
     import logging
 
-    logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
+    for name in ("layerwise", "inplace"):
+        logging.getLogger(f"vllm.model_executor.model_loader.reload.{name}").setLevel(logging.ERROR)
     worker.model_runner.reload_weights(
         weights_iterator=((name, _from_bytes(*spec)) for name, spec in weights), is_checkpoint_format=True
     )
