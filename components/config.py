@@ -110,7 +110,7 @@ class RolloutVllmConfig(VllmConfig):
     weight_sync: Literal["merged", "lora"] = Field(
         "merged",
         description="merged: after every update the LoRA deltas are merged into copies of the target weights and "
-        "loaded into the running engine (model.load_weights); lora: the adapter is saved and served as a new "
+        "reloaded in place into the running engine (vLLM reload_weights); lora: the adapter is saved and served as a new "
         "LoRARequest (enable_lora)",
     )
     sleep_level: Literal[0, 1, 2] = Field(

@@ -222,7 +222,7 @@ class VllmProcess:
 
     def load_weights(self, named_tensors) -> int:
         """Replace weights of the running engine: `(Hugging Face name, tensor)` pairs, any subset of the
-        model's parameters (vLLM's `model.load_weights`); the prefix cache is reset. Returns the count."""
+        model's parameters (vLLM's in-place `reload_weights`); the prefix cache is reset. Returns the count."""
         return self._call("load_weights", [(name, _tensor_bytes(t)) for name, t in named_tensors])
 
     def sleep(self, level: int) -> None:

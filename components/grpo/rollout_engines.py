@@ -112,13 +112,14 @@ class VllmRolloutEngine:
     name = "vllm"
     records_logprobs = True
 
-    def __init__(self, params: Params, base_model_dir: Path):
+    def __init__(self, params: Params, base_model_dir: Path, engine=None):
+        """`engine`: an already running `VllmEngine` on `base_model_dir` to use instead of starting one."""
         from components.generation.vllm_engine import VllmEngine
 
         cfg = params.train.rollout.vllm
         self._cfg = cfg
         engine_cfg = cfg.model_copy(update={"adapter_mode": "lora" if cfg.weight_sync == "lora" else "merged"})
-        self._engine = VllmEngine(Path(base_model_dir), engine_cfg, cfg.dtype, params.seed)
+        self._engine = engine if engine is not None else VllmEngine(Path(base_model_dir), engine_cfg, cfg.dtype, params.seed)
         self._folder = Path(tempfile.mkdtemp(prefix="groupwise-rollout-lora-")) if cfg.weight_sync == "lora" else None
         self._adapter: Path | None = None
         self._asleep = False

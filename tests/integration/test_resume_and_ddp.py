@@ -50,26 +50,27 @@ def log_rows(folder: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(fh)]
 
 
-def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_path):
-    steps = "4"
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(whole), "--steps", steps))
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )
-    deadline = time.monotonic() + 240
-    state = broken / "resume" / "step-000002"
+def kill_at_state(cmd: list[str], state: Path, wait_s: int) -> None:
+    """Start `cmd`, SIGKILL it as soon as the resumable state folder `state` exists (it must still be running)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + wait_s
     while not state.is_dir():
-        assert proc.poll() is None, f"worker ended before step 2: {proc.stderr.read()[-2000:]}"
-        assert time.monotonic() < deadline, "no resumable state after 240 s"
+        assert proc.poll() is None, f"worker ended before {state.name}: {proc.stderr.read()[-2000:]}"
+        assert time.monotonic() < deadline, f"no resumable state after {wait_s} s"
         time.sleep(0.05)
     still_running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert still_running, "the run finished before it could be killed"
+
+
+def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_path):
+    steps = "4"
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(whole), "--steps", steps))
+
+    kill_at_state(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps),
+                  broken / "resume" / "step-000002", wait_s=240)  # fmt: skip
     assert not (broken / "latest").exists(), "a killed run must not leave a final checkpoint"
     saved = sorted(p.name for p in (broken / "resume").iterdir() if not p.name.startswith("."))
     assert saved and all(name.startswith("step-") for name in saved)

@@ -12,11 +12,7 @@
 from __future__ import annotations
 
 import copy
-import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -26,7 +22,7 @@ from components.grpo.rollouts import collect_rollouts
 from components.grpo.update import _token_logprobs, plan_micro_batches
 from tests.grpo_data import consistency_groups, tiny_params
 from tests.integration.grpo_worker import with_vllm_rollouts
-from tests.integration.test_resume_and_ddp import adapter, log_rows, run, worker
+from tests.integration.test_resume_and_ddp import adapter, kill_at_state, log_rows, run, worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -90,10 +86,7 @@ def test_engine_log_probs_match_the_trainer_on_the_real_model(vllm_engine, smoll
 
     params = with_vllm_rollouts(tiny_params())
     model, tokenizer = moved_policy(smollm2_base_dir, params)
-    engine = object.__new__(VllmRolloutEngine)  # the session's engine, not a second start
-    engine._cfg, engine._engine, engine._adapter, engine._asleep, engine._folder = (
-        params.train.rollout.vllm, vllm_engine, None, False, None,
-    )  # fmt: skip
+    engine = VllmRolloutEngine(params, smollm2_base_dir, engine=vllm_engine)  # the session's engine, not a second start
     base = copy.deepcopy(model)
     with torch.no_grad():
         for name, param in base.named_parameters():
@@ -114,17 +107,7 @@ def test_vllm_rollout_run_killed_and_resumed_matches_an_unbroken_run(tiny_vllm_m
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     run(worker("train", "--out", str(whole), *common), timeout=600)
 
-    proc = subprocess.Popen(worker("train", "--out", str(broken), *common), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-    deadline = time.monotonic() + 400
-    while not (broken / "resume" / "step-000001").is_dir():
-        assert proc.poll() is None, f"worker ended before step 1: {proc.stderr.read()[-2000:]}"
-        assert time.monotonic() < deadline, "no resumable state after 400 s"
-        time.sleep(0.05)
-    still_running = proc.poll() is None
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert still_running, "the run finished before it could be killed"
+    kill_at_state(worker("train", "--out", str(broken), *common), broken / "resume" / "step-000001", wait_s=400)
     run(worker("train", "--out", str(broken), *common, "--resume"), timeout=600)
 
     a, b = adapter(whole / "latest"), adapter(broken / "latest")
