@@ -134,7 +134,7 @@ def run_trl(args) -> dict:
 
     def entropy_reward(completions, **_):
         """H_norm of each completion (groupwise's entropy_helpfulness)."""
-        return [normalized_entropy(c[-1]["content"], params.reward.entropy_max_words) for c in completions]
+        return [normalized_entropy(c[-1]["content"], params.reward.entropy_max_words, params.reward.entropy_scope) for c in completions]
 
     def gapo_reward(prompts, completions, **_):
         """frequency_aware over each prompt's K completions (TRL hands the reward the whole batch)."""

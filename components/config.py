@@ -196,6 +196,11 @@ class TrainConfig(_Section):
 class RewardConfig(_Section):
     weights: dict[str, float] = {"entropy_helpfulness": 0.4, "stability": 0.6}
     entropy_max_words: int = Field(32, ge=2, description="W_max in H_norm = H / log W_max")
+    entropy_scope: Literal["answer", "window"] = Field(
+        "answer",
+        description="answer: H of the whole answer (the paper's; grows with length) | window: mean H over "
+        "sliding windows of W_max words (MATTR-style: length beyond W_max words earns nothing)",
+    )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from scipy import special
 from scipy.spatial import distance
 
-from components.rewards.entropy import normalized_entropy, response_entropy, words
+from components.rewards.entropy import EntropyScope, normalized_entropy, response_entropy, words
 
 
 def _entropy(weights: np.ndarray) -> float:
@@ -145,9 +145,10 @@ def distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequence[s
 # --- helpfulness and length -----------------------------------------------------------------------
 
 
-def mean_helpfulness(texts: Sequence[str], max_words: int) -> float:
-    """Mean entropy-based helpfulness: (1/N) Σ_i H_norm(o_i), H_norm = min(H / log W_max, 1)."""
-    return _mean([normalized_entropy(text, max_words) for text in texts], "helpfulness")
+def mean_helpfulness(texts: Sequence[str], max_words: int, scope: EntropyScope = "answer") -> float:
+    """Mean entropy-based helpfulness: (1/N) Σ_i H_norm(o_i), H_norm = min(H / log W_max, 1), H over
+    the whole answer or over sliding W_max-word windows (`scope`, as the reward scores it)."""
+    return _mean([normalized_entropy(text, max_words, scope) for text in texts], "helpfulness")
 
 
 def mean_words(texts: Sequence[str]) -> float:

@@ -51,7 +51,7 @@ from components.evaluation.statistics import (
     one_sample_test,
     paired_test,
 )
-from components.rewards.entropy import normalized_entropy, response_entropy, words
+from components.rewards.entropy import EntropyScope, normalized_entropy, response_entropy, words
 
 MODELS = ("base", "tuned")
 
@@ -162,6 +162,7 @@ def consistency_record(
     semantics: Semantics,
     axis: str | None = None,
     truncated: dict[str, float] | None = None,
+    entropy_scope: EntropyScope = "answer",
 ) -> dict:
     """Row of the per-group consistency table.
 
@@ -177,7 +178,7 @@ def consistency_record(
       paraphrase_gap = the same between phrasings that share their axis values (NaN: none do);
     - semantic_agreement = share of all the group's samples in the modal meaning cluster;
       cross_variant_cosine = mean embedding cosine between samples of different variants;
-    - helpfulness = mean H_norm, words = mean length, empty_rate = share of empty answers;
+    - helpfulness = mean H_norm (the reward's `entropy_scope`), words = mean length, empty_rate = share of empty answers;
     - *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy, *_axis_helpfulness,
       *_axis_words = JSON {"axis=value": mean} over every axis (variant A vs B comparisons).
     """
@@ -214,13 +215,13 @@ def consistency_record(
         row[f"{model}_within_variant_sd"] = within_variant_sd(samples)
         row[f"{model}_semantic_agreement"] = semantic_agreement(semantics.clusters(vectors))
         row[f"{model}_cross_variant_cosine"] = cross_variant_cosine(vectors, variant_of)
-        row[f"{model}_helpfulness"] = mean_helpfulness(texts, max_words)
+        row[f"{model}_helpfulness"] = mean_helpfulness(texts, max_words, entropy_scope)
         row[f"{model}_words"] = mean_words(texts)
         row[f"{model}_empty_rate"] = empty_rate(texts)
         row[f"{model}_truncated_share"] = float((truncated or {}).get(model, 0.0))
         row[f"{model}_variant_entropy"] = json.dumps(means, sort_keys=True)
         row[f"{model}_axis_entropy"] = json.dumps(axis_entropies(group, samples), sort_keys=True)
-        helpfulness = axis_means(group, samples, lambda text: normalized_entropy(text, max_words))
+        helpfulness = axis_means(group, samples, lambda text: normalized_entropy(text, max_words, entropy_scope))
         row[f"{model}_axis_helpfulness"] = json.dumps(helpfulness, sort_keys=True)
         lengths = axis_means(group, samples, lambda text: len(words(text)))
         row[f"{model}_axis_words"] = json.dumps(lengths, sort_keys=True)
@@ -234,6 +235,7 @@ def diversity_record(
     normalize: Callable[[str, list[str]], str | None],
     max_words: int,
     semantics: Semantics,
+    entropy_scope: EntropyScope = "answer",
 ) -> dict:
     """Row of the per-task diversity table.
 
@@ -277,7 +279,7 @@ def diversity_record(
         row[f"{model}_tv_to_uniform"] = distance_to_uniform(answers, valid)
         row[f"{model}_kl_to_uniform"] = kl_to_uniform(answers, valid)
         row[f"{model}_js_to_uniform"] = js_distance_to_uniform(answers, valid)
-        row[f"{model}_helpfulness"] = mean_helpfulness(texts, max_words)
+        row[f"{model}_helpfulness"] = mean_helpfulness(texts, max_words, entropy_scope)
         row[f"{model}_words"] = mean_words(texts)
         row[f"{model}_empty_rate"] = empty_rate(texts)
         counts = Counter(a for a in answers if a is not None)

@@ -230,7 +230,7 @@ def evaluate_models(
             rows_c.append(
                 consistency_record(
                     group, base_texts, tuned_texts, params.reward.entropy_max_words, semantics,
-                    axis=params.eval.gap_axis, truncated=truncated,
+                    axis=params.eval.gap_axis, truncated=truncated, entropy_scope=params.reward.entropy_scope,
                 )
             )  # fmt: skip
         else:
@@ -238,7 +238,8 @@ def evaluate_models(
             variant = group.members[0].variant_id
             rows_d.append(
                 diversity_record(
-                    group, base_texts[variant], tuned_texts[variant], normalize, params.reward.entropy_max_words, semantics
+                    group, base_texts[variant], tuned_texts[variant], normalize, params.reward.entropy_max_words, semantics,
+                    entropy_scope=params.reward.entropy_scope,
                 )
             )
     return EvaluationFrames(

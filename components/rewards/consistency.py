@@ -23,14 +23,14 @@ from components.rewards.registry import register_reward
 
 @register_reward("entropy_helpfulness", kind="sample")
 def entropy_helpfulness(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
-    """H_norm(o) = min(H(o) / log W_max, 1)."""
-    return normalized_entropy(rollout.completion, cfg.entropy_max_words)
+    """H_norm(o) = min(H(o) / log W_max, 1), or over sliding W_max-word windows (`reward.entropy_scope`)."""
+    return normalized_entropy(rollout.completion, cfg.entropy_max_words, cfg.entropy_scope)
 
 
 @register_reward("stability", kind="group")
 def stability(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
     """F_norm_i = 1 - min(mean_{u != v} |H_norm(o_i) - mean H_norm(o_u)| / MAX_GAP, 1)."""
-    h = [normalized_entropy(r.completion, cfg.entropy_max_words) for r in rollouts]
+    h = [normalized_entropy(r.completion, cfg.entropy_max_words, cfg.entropy_scope) for r in rollouts]
     by_variant: dict[str, list[float]] = defaultdict(list)
     for r, value in zip(rollouts, h):
         by_variant[r.variant_id].append(value)

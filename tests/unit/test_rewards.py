@@ -6,7 +6,7 @@ from components.config import RewardConfig
 from components.data.schema import Member, PromptGroup
 from components.grpo.types import GroupBatch, Rollout
 from components.rewards import compute_rewards, get_reward, register_reward
-from components.rewards.entropy import normalized_entropy, response_entropy
+from components.rewards.entropy import normalized_entropy, response_entropy, windowed_entropy
 from components.rewards.registry import REWARDS, RewardError
 
 GROUP = PromptGroup(
@@ -38,6 +38,41 @@ def test_normalized_entropy_scales_and_saturates():
     assert normalized_entropy(" ".join(f"w{i}" for i in range(40)), max_words=16) == 1.0
     with pytest.raises(ValueError):
         normalized_entropy("a", max_words=1)
+
+
+def test_windowed_entropy_by_hand():
+    # "a b a c": windows of 3 are (a b a) and (b a c); H = mean of their entropies
+    h_aba = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
+    assert windowed_entropy("a b a c", 3) == pytest.approx((h_aba + math.log(3)) / 2)
+    assert windowed_entropy("a b", 3) == response_entropy("a b")  # shorter than the window: H(o)
+    assert windowed_entropy("a a a a a", 2) == 0.0
+    with pytest.raises(ValueError, match="window"):
+        windowed_entropy("a b c", 1)
+
+
+def test_windowed_helpfulness_does_not_pay_for_length():
+    """Whole-answer H_norm grows with the number of distinct words; beyond W_max words the windowed one does not."""
+    long = " ".join(f"w{i}" for i in range(200))
+    short = " ".join(f"w{i}" for i in range(20))
+    assert normalized_entropy(short, 64) == pytest.approx(math.log(20) / math.log(64))
+    assert normalized_entropy(long, 64) == 1.0
+    assert normalized_entropy(short, 16, "window") == normalized_entropy(long, 16, "window") == pytest.approx(1.0)
+    # repeating itself lowers the windowed score: only lexical variety within W_max words pays
+    assert normalized_entropy(" ".join(f"w{i % 4}" for i in range(200)), 16, "window") == pytest.approx(0.5)
+    # shorter than W_max words: the same as the whole-answer score (a short answer still says less)
+    assert normalized_entropy("a b c d", 16, "window") == normalized_entropy("a b c d", 16)
+    with pytest.raises(ValueError, match="scope"):
+        normalized_entropy("a b", 4, "sentence")
+
+
+def test_reward_follows_entropy_scope():
+    text = " ".join(f"w{i % 5}" for i in range(40))  # 5 distinct words, repeated
+    rollouts = [rollout("woman", text)]
+    answer = get_reward("entropy_helpfulness").fn(rollouts[0], GROUP, RewardConfig(entropy_max_words=16))
+    window = get_reward("entropy_helpfulness").fn(rollouts[0], GROUP, RewardConfig(entropy_max_words=16, entropy_scope="window"))
+    assert answer == pytest.approx(math.log(5) / math.log(16))
+    assert window == pytest.approx(normalized_entropy(text, 16, "window"))
+    assert window < answer  # every 16-word window holds 5 words, 3-4 times each: below log 5
 
 
 def test_stability_by_hand():
