@@ -188,6 +188,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
         )
         metrics = summarize(frames.consistency, frames.diversity, summary_settings(params))
         metrics["candidate"] = cfg.candidate.model_dump()
+        metrics["helpfulness_definition"] = {"scope": params.reward.entropy_scope, "max_words": params.reward.entropy_max_words}
         metrics["engine"] = frames.engine.to_dict()
         if frames.engine.fell_back:
             metrics["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")

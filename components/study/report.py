@@ -25,11 +25,19 @@ def _scopes(consistency: dict) -> dict[str, dict]:
     return {**(consistency.get("per_domain") or {}), "overall": consistency}
 
 
+def helpfulness_label(metrics: dict, arm: dict) -> str:
+    """How H_norm was scored: `scope/W_max` from metrics.json, else from the arm's reward overrides
+    (evaluations older than `reward.entropy_scope` scored the whole answer, the only scope then)."""
+    spec = metrics.get("helpfulness_definition") or (arm.get("overrides") or {}).get("reward") or {}
+    return f"{spec.get('entropy_scope', spec.get('scope', 'answer'))}/{spec.get('entropy_max_words', spec.get('max_words', '?'))}"
+
+
 def arm_rows(arm_dir: Path) -> list[dict]:
     """One row per scope (each domain, overall) of one finished arm."""
     arm = json.loads((arm_dir / ARM_FILE).read_text())
     metrics = json.loads((arm_dir / METRICS_FILE).read_text())
     c, d = metrics["consistency"], metrics.get("diversity") or {}
+    helpfulness = helpfulness_label(metrics, arm)
     rows = []
     for scope, r in _scopes(c).items():
         rows.append({
@@ -38,6 +46,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
             "relative_reduction": r.get("relative_gap_reduction"), "ci_low": r.get("ci_low"),
             "ci_high": r.get("ci_high"), "p_value": r.get("p_value"), "q_value": r.get("q_value"),
             "base_helpfulness": c.get("base_helpfulness"), "tuned_helpfulness": c.get("tuned_helpfulness"),
+            "helpfulness_scope": helpfulness,
             "base_words": c.get("base_mean_words"), "tuned_words": c.get("tuned_mean_words"),
             "base_truncated": c.get("base_truncated_share"), "tuned_truncated": c.get("tuned_truncated_share"),
             "base_noise_floor": c.get("base_noise_floor"), "tuned_noise_floor": c.get("tuned_noise_floor"),
@@ -98,7 +107,10 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         "",
         f"Regenerate: `{command}`",
         "",
-        "| arm | scope | groups | base gap | tuned gap | change [95 % CI] | p | q | H_norm base → tuned | words base → tuned "
+        "H_norm (scope/W_max): answer = the paper's whole-answer word entropy / log W_max; window = mean entropy over",
+        "sliding W_max-word windows / log W_max (reward.entropy_scope; the two are not comparable with each other).",
+        "",
+        "| arm | scope | groups | base gap | tuned gap | change [95 % CI] | p | q | H_norm base → tuned (scope/W_max) | words base → tuned "
         "| truncated base / tuned | train samples | train wall s (2 cores) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -109,7 +121,7 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         lines.append(
             f"| {arm} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
             f"| {change}{ci} | {_p(r['p_value'])} | {_p(r['q_value'])} "
-            f"| {_num(r['base_helpfulness'])} → {_num(r['tuned_helpfulness'])} "
+            f"| {_num(r['base_helpfulness'])} → {_num(r['tuned_helpfulness'])} ({r['helpfulness_scope']}) "
             f"| {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)} "
             f"| {_num(r['base_truncated'])} / {_num(r['tuned_truncated'])} "
             f"| {int(r['train_samples'] or 0)} | {_num(float(r['train_seconds'] or 0), 0)} |"
@@ -131,10 +143,10 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         lines += [f"- `{name}`: {arms[name].get('description', '')}" for name in missing]
     if not curve.empty:
         lines += ["", "## Learning curve", "", "![gap against training samples](consistency_learning_curve.png)", "",
-                  "| step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|"]  # fmt: skip
+                  "| arm | step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in curve.iterrows():
             ci = "n/a" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-            lines.append(f"| {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |")
+            lines.append(f"| {r['arm']} | {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |")
     if notes:
         lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
@@ -148,11 +160,14 @@ def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for i, (scope, part) in enumerate(curve.groupby("scope", sort=True)):
-        part = part.sort_values("samples")
-        color = f"C{i}"
-        ax.plot(part["samples"], part["tuned_gap"].astype(float), marker="o", color=color, label=f"{scope} tuned")
-        ax.axhline(float(part["base_gap"].iloc[0]), color=color, linestyle="--", alpha=0.6, label=f"{scope} base")
+    colors = {scope: f"C{i}" for i, scope in enumerate(sorted(curve["scope"].unique()))}
+    for j, (arm, of_arm) in enumerate(curve.groupby("arm", sort=True)):
+        for scope, part in of_arm.groupby("scope", sort=True):
+            part = part.sort_values("samples")
+            ax.plot(part["samples"], part["tuned_gap"].astype(float), marker="osD^v"[j % 5], linestyle="-:"[j % 2],
+                    color=colors[scope], label=f"{arm}: {scope}")  # fmt: skip
+    for scope, part in curve.groupby("scope", sort=True):
+        ax.axhline(float(part["base_gap"].iloc[0]), color=colors[scope], linestyle="--", alpha=0.5, label=f"base: {scope}")
     ax.set_xlabel("training samples (rollouts)")
     ax.set_ylabel("gap |H(A) − H(B)| (nats)")
     ax.set_title("consistency gap against training samples")
