@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import Params
+from components.registry.binding import files_sha256
 from components.tracking import runs
 
 
@@ -36,14 +37,6 @@ def _write_json(path: Path, payload: Any) -> Path:
         json.dump(payload, fh, indent=2, sort_keys=True, default=str)
     Path(fh.name).replace(path)
     return path
-
-
-def files_sha256(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def git_commit(root: Path) -> str:
@@ -179,15 +172,24 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.evaluation.records import summarize
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
+    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.registry.binding import METRICS_KEY as BINDING_KEY
+    from components.registry.binding import EvaluationBinding, check_adapter_loads
 
     out = params.paths.reports
     cfg = params.eval
+    adapter = params.paths.checkpoints / "latest" / ADAPTER_DIR
+    if cfg.candidate.source == "adapter":
+        check_adapter_loads(adapter)
+    # hashed before anything is loaded: what metrics.json vouches for is what was read
+    binding = EvaluationBinding.of(params, adapter if cfg.candidate.source == "adapter" else None)
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         frames = evaluate_models(
             params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest"
         )
         metrics = summarize(frames.consistency, frames.diversity, summary_settings(params))
         metrics["candidate"] = cfg.candidate.model_dump()
+        metrics[BINDING_KEY] = binding.to_dict()
         metrics["helpfulness_definition"] = {"scope": params.reward.entropy_scope, "max_words": params.reward.entropy_max_words}
         metrics["engine"] = frames.engine.to_dict()
         if frames.engine.fell_back:
@@ -255,6 +257,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     move the alias, else register nothing. Idempotent: the same adapter and metrics give the same
     version (safe to retry)."""
     from components.grpo.checkpoint import ADAPTER_DIR
+    from components.registry.binding import check_evaluated
     from components.registry.gate import evaluate_gates, metrics_to_tags
     from components.tracking import model_registry
 
@@ -289,6 +292,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
             summary = f"gates passed; not registered: {outcome['reasons'][0]}"
         elif decision.passed:
             adapter = checkpoint / ADAPTER_DIR
+            check_evaluated(params, metrics, metrics_path, adapter)  # publishes what was evaluated, or nothing
             tags = {
                 "data.sha256": files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
                 "data.dvc_md5": dvc_md5(params.paths.groups),

@@ -3,8 +3,9 @@
 `mlflow.pyfunc.load_model("models:/<name>@challenger").predict(["prompt", ...])` returns one
 completion per prompt (chat template applied; greedy unless `params` set a temperature).
 The base model is loaded from the packaged `base_model` artifact when present, else from the
-folder recorded at registration (`model_config["base_model_dir"]`, its weights checked against
-the recorded SHA-256), else from `$GROUPWISE_BASE_MODEL_DIR`.
+folder recorded at registration (`model_config["base_model_dir"]`), else from
+`$GROUPWISE_BASE_MODEL_DIR`; wherever it comes from, the SHA-256 of its weights file is computed
+and must equal the one recorded at registration.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
 
         from components.models.lora import load_adapter
         from components.models.provision import PROVENANCE_FILE, load_base_model
+        from components.registry.binding import file_sha256
 
         base_dir = context.artifacts.get("base_model")
         expected = json.loads(Path(context.artifacts["provenance"]).read_text())
@@ -33,9 +35,13 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
                     "base model not found: not packaged with the model and none of "
                     f"{[c for c in candidates if c]} holds it; set GROUPWISE_BASE_MODEL_DIR"
                 )
-            found = json.loads(Path(base_dir, PROVENANCE_FILE).read_text())
-            if found.get("weights_sha256") != expected.get("weights_sha256"):
-                raise ValueError(f"{base_dir}: base model differs from the one the adapter was trained on")
+        # the weights themselves are hashed, not the SHA-256 their folder claims (~1 s for the 135M's 540 MB)
+        actual = file_sha256(Path(base_dir, "model.safetensors"))
+        if actual != expected.get("weights_sha256"):
+            raise ValueError(
+                f"{Path(base_dir, 'model.safetensors')}: SHA-256 {actual[:12]} is not the base model the adapter was "
+                f"trained on ({str(expected.get('weights_sha256'))[:12]}); refusing to load"
+            )
         model, self.tokenizer = load_base_model(Path(base_dir), context.model_config.get("dtype", "float32"))
         self.model = load_adapter(model, Path(context.artifacts["adapter"]))
         self.torch = torch

@@ -67,10 +67,18 @@ def write_adapter(project: Path, seed: int) -> Path:
     return out
 
 
-def write_metrics(project: Path, metrics: dict) -> Path:
+def write_metrics(project: Path, metrics: dict, bind: bool = True) -> Path:
+    """metrics.json as the test writes it; `bind`: vouching, as `evaluate` does, for the adapter and
+    base model now on disk (write the adapter first), so `register` takes it as their evaluation."""
     from components.config import load_params
+    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.registry.binding import METRICS_KEY, EvaluationBinding
 
-    path = load_params(project / "params.yaml").paths.reports / "metrics.json"
+    params = load_params(project / "params.yaml")
+    if bind and METRICS_KEY not in metrics:
+        adapter = params.paths.checkpoints / "latest" / ADAPTER_DIR
+        metrics = {**metrics, METRICS_KEY: EvaluationBinding.of(params, adapter).to_dict()}
+    path = params.paths.reports / "metrics.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(metrics))
     return path

@@ -100,6 +100,7 @@ def test_concurrent_registrations_and_promotions_keep_aliases_consistent(backend
 
     # the same adapter twice at once: registered once (the second finds the fingerprint under the lock)
     write_adapter(projects[1], seed=99)
+    write_metrics(projects[1], good_metrics(tuned_mean_gap=0.29))  # the new adapter's evaluation
     results = run_together([[str(projects[1] / "params.yaml"), str(go), "register"]] * 2, go, env)
     assert [r["version"] for r in results] == ["3", "3"] and sorted(r["reused"] for r in results) == [False, True]
     assert len(client.search_model_versions(f"name = '{NAME}'")) == 3

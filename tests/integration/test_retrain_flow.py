@@ -9,6 +9,7 @@ from mlflow import MlflowClient
 from prefect.artifacts import Artifact
 
 from components.config import load_params
+from components.registry.binding import EvaluationBinding
 from flows import steps
 from flows.retrain import retrain
 from tests.conftest import make_project, seed_tiny_model
@@ -57,6 +58,8 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     # the step outputs are where params.yaml says
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["n_groups"] == 6
+    # metrics.json vouches for the adapter, base weights and evaluation params that register published
+    assert metrics["evaluated"] == EvaluationBinding.of(params, params.paths.checkpoints / "latest" / "adapter").to_dict()
     assert (params.paths.validation / "report.json").is_file()
     assert (params.paths.reports / "entropy_gap.png").stat().st_size > 0
     # evaluation covers both consistency domains, and the adapter changed what the model says

@@ -1,0 +1,123 @@
+"""What an evaluation judged, bound to the files registration would publish.
+
+`evaluate` records an `EvaluationBinding` in metrics.json: the SHA-256 of the adapter files it
+evaluated, of the base weights it loaded, and of the params that decide the evaluation. `register`
+recomputes it from the files on disk and refuses on any difference, so a version registered as
+`@challenger` is the adapter whose metrics passed the gates: a stale metrics.json, an adapter
+retrained (or truncated) since, another base model or other evaluation params are all refused,
+with the differing field named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from components.config import Params
+
+# the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
+EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
+METRICS_KEY = "evaluated"
+
+
+class BindingError(ValueError):
+    """Registration refused: the files differ from what was evaluated, or the adapter does not load."""
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files_sha256(paths: list[Path]) -> str:
+    """One digest over files, by name and content, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def evaluation_params_sha256(params: Params) -> str:
+    payload = params.model_dump(mode="json", include=EVALUATION_SECTIONS)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def check_adapter_loads(adapter: Path) -> None:
+    """The adapter folder holds a readable PEFT adapter: config JSON and every tensor of its safetensors.
+
+    Raises BindingError naming the file and what is wrong (missing, not JSON, truncated tensors).
+    """
+    from safetensors import SafetensorError, safe_open
+
+    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    for path in (config, weights):
+        if not path.is_file():
+            raise BindingError(f"{path}: missing (no trained adapter here; run `groupwise train`)")
+    try:
+        json.loads(config.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BindingError(f"{config}: not a valid adapter config ({exc})") from None
+    try:
+        with safe_open(str(weights), framework="pt") as fh:
+            for name in fh.keys():
+                fh.get_tensor(name)
+    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+        raise BindingError(f"{weights}: the adapter does not load ({str(exc).splitlines()[0]})") from None
+
+
+@dataclass(frozen=True)
+class EvaluationBinding:
+    adapter_sha256: str | None  # None: the candidate was the base model itself (a decoding arm)
+    base_weights_sha256: str
+    params_sha256: str
+
+    @classmethod
+    def of(cls, params: Params, adapter: Path | None) -> "EvaluationBinding":
+        return cls(
+            adapter_sha256=None if adapter is None else files_sha256([p for p in adapter.iterdir() if p.is_file()]),
+            base_weights_sha256=file_sha256(params.paths.base_model / "model.safetensors"),
+            params_sha256=evaluation_params_sha256(params),
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def differences(self, recorded: dict | None) -> list[str]:
+        """What differs between these files and what metrics.json says was evaluated (empty: same)."""
+        if not recorded:
+            return ["metrics.json records no evaluated files (written before bindings, or not by `groupwise evaluate`)"]
+        what = {
+            "adapter_sha256": "the adapter (retrained or changed since it was evaluated)",
+            "base_weights_sha256": "the base model weights",
+            "params_sha256": f"the evaluation params ({', '.join(sorted(EVALUATION_SECTIONS))} of params.yaml)",
+        }
+        return [
+            f"{text}: evaluated {str(recorded.get(key))[:12]}, now {str(getattr(self, key))[:12]}"
+            for key, text in what.items()
+            if recorded.get(key) != getattr(self, key)
+        ]
+
+
+def check_evaluated(params: Params, metrics: dict, metrics_path: Path, adapter: Path) -> None:
+    """Refuse (BindingError) unless `metrics` is the evaluation of this loadable adapter, these base
+    weights and these evaluation params."""
+    if (metrics.get("candidate") or {}).get("source", "adapter") != "adapter":
+        raise BindingError(
+            f"{metrics_path}: the evaluated candidate was the base model (eval.candidate.source), not an adapter; "
+            "nothing to register"
+        )
+    check_adapter_loads(adapter)
+    differences = EvaluationBinding.of(params, adapter).differences(metrics.get(METRICS_KEY))
+    if differences:
+        raise BindingError(
+            f"register refused, nothing registered: {metrics_path} is not the evaluation of these files ("
+            + "; ".join(differences) + "); run `groupwise evaluate` again"
+        )
