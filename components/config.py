@@ -41,6 +41,8 @@ class DataConfig(_Section):
     )
     min_chars: int = Field(8, ge=1)
     max_chars: int = Field(600, ge=1)
+    max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")
+    max_prompt_tokens: int = Field(256, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
 
 
 class TinyModelConfig(_Section):

@@ -1,4 +1,4 @@
-"""Prefect flow `retrain`: build -> validate -> prepare model -> train -> evaluate -> gate/register.
+"""Prefect flow `retrain`: build -> prepare model -> validate -> train -> evaluate -> gate/register.
 
 Thin by design: each task calls one step of `flows.steps`. One MLflow parent run holds a child run
 per step. A failing validation stops the flow before training; a refused gate registers nothing.
@@ -161,13 +161,13 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
 
     try:
         record(*_run_cached(build_task, "build", params, parent))
+        record(*_run_cached(prepare_model_task, "prepare-model", params, parent))  # its tokenizer checks the prompts
         try:
             record(_run(validate_task, params, parent))
         finally:
             report = params.paths.validation / "report.json"
             if report.is_file():
                 create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
-        record(*_run_cached(prepare_model_task, "prepare-model", params, parent))
         record(_run(train_task, params, parent))
         evaluated = _run(evaluate_task, params, parent)
         record(evaluated)

@@ -76,11 +76,15 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
 def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Great Expectations suite over the group files; raises GroupValidationError on any failure."""
     from components.validation import validate_groups
+    from components.validation.tokens import TokenizerInfo, tokenizer_sha256
 
     report_path = params.paths.validation / "report.json"
+    # the token rules need the base model's tokenizer: checked when the model is prepared (train and
+    # evaluate validate again with it otherwise)
+    tokenizer = TokenizerInfo.load(params.paths.base_model) if tokenizer_sha256(params.paths.base_model) else None
     with runs.step_run(params.tracking, "validate_groups", params.section_dict("data"), parent_run_id) as run_id:
         try:
-            report = validate_groups(params.paths.groups, params.data, report_path)
+            report = validate_groups(params.paths.groups, params.data, report_path, tokenizer)
         finally:
             runs.log_artifacts([report_path], "validation")
         runs.log_metrics({"validation.success": 1.0})
@@ -111,10 +115,14 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
+    from components.validation.precondition import ensure_validated
 
     checkpoint = params.paths.checkpoints / "latest"
     state_dir = params.paths.checkpoints / "resume"
     domains = params.train.domains
+    ctx = init_from_env()
+    if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
+        print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
     groups = [
         g for g in load_groups(params.paths.groups, split="train")
         if g.task in params.train.tasks and (domains is None or g.domain in domains)
@@ -122,7 +130,6 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     if not groups:
         raise ValueError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
-    ctx = init_from_env()
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
         result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
         return StepResult("train", "", {"checkpoint": str(checkpoint)}, result.final, f"rank {ctx.rank} done")
@@ -175,10 +182,12 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.grpo.checkpoint import ADAPTER_DIR
     from components.registry.binding import METRICS_KEY as BINDING_KEY
     from components.registry.binding import EvaluationBinding, check_adapter_loads
+    from components.validation.precondition import ensure_validated
 
     out = params.paths.reports
     cfg = params.eval
     adapter = params.paths.checkpoints / "latest" / ADAPTER_DIR
+    print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
     if cfg.candidate.source == "adapter":
         check_adapter_loads(adapter)
     # hashed before anything is loaded: what metrics.json vouches for is what was read

@@ -223,7 +223,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None) -> Pa
     results = params.root / RESULTS
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile})
     try:
-        for step in (steps.build, steps.validate, steps.prepare_model):
+        for step in (steps.build, steps.prepare_model, steps.validate):
             print(f"[study] {step(params, parent).summary}")
         for name in chosen:
             arm = arm_params(params, name)

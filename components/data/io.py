@@ -77,9 +77,18 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(1-based line number, parsed value or None, JSON error or None) for each non-blank line."""
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    """(1-based line number, parsed value or None, error or None) for each non-blank line.
+
+    Lines are decoded one by one, so bytes that are not UTF-8 are an error of their line (with the
+    byte's column), not of the whole file.
+    """
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                continue
             if not line.strip():
                 continue
             try:

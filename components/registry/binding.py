@@ -60,7 +60,7 @@ def check_adapter_loads(adapter: Path) -> None:
     config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
     for path in (config, weights):
         if not path.is_file():
-            raise BindingError(f"{path}: missing (no trained adapter here; run `groupwise train`)")
+            raise BindingError(f"{path}: missing checkpoint (no trained adapter here; run `groupwise train`)")
     try:
         json.loads(config.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

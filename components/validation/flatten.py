@@ -21,17 +21,28 @@ so that GX's column expectations skip them.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import unicodedata
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from components.data.io import TASKS, iter_jsonl
-from components.data.schema import PromptGroup
+from components.data.schema import Member, PromptGroup
 
 GROUP_FIELDS = tuple(PromptGroup.model_fields)
+MEMBER_FIELDS = tuple(Member.model_fields)
+ALLOWED_CONTROL = "\n\t"  # line breaks and tabs are text; every other Unicode Cc character is not
+
+
+class PromptTokenizer(Protocol):
+    """What the token rules need of the base model's tokenizer (`TokenizerInfo`)."""
+
+    special_tokens: tuple[str, ...]
+
+    def count(self, text: str) -> int: ...
 MISSING = "missing"
 _OPTIONAL = (MISSING, "null")
 
@@ -96,6 +107,24 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def control_characters(*texts: Any) -> list[str]:
+    """``['U+0000']``: control characters (Unicode Cc, but newline and tab) in the strings given."""
+    found = {c for t in texts if isinstance(t, str) for c in t if unicodedata.category(c) == "Cc" and c not in ALLOWED_CONTROL}
+    return [f"U+{ord(c):04X}" for c in sorted(found)]
+
+
+def empty_ids(row: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
+    """Names of the id fields that are strings but empty or blank."""
+    return [name for name in fields if isinstance(row.get(name), str) and not row[name].strip()]
+
+
+def duplicate_answers(answers: list[Any]) -> list[str]:
+    """Valid answers (aliases split on ``|``, case and spaces folded) listed more than once: each
+    would count twice in the frequency-aware (GAPO) reward's uniform target."""
+    keys = Counter(" ".join(alias.casefold().split()) for a in answers if isinstance(a, str) for alias in a.split("|"))
+    return sorted(k for k, n in keys.items() if n > 1 and k)
+
+
 def _read_rows(path: Path) -> list[tuple[int, Any, str | None]]:
     """(line number, parsed JSON object or None, error) for each non-blank line."""
     rows = []
@@ -134,10 +163,16 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["n_type_problems"] = len(record["type_problems"]) if parsed else None
     for name in ("group_id", "domain", "task", "split"):
         record[name] = _str_or_none(row.get(name))
+    record["empty_ids"] = empty_ids(row, ("group_id", "domain"))
+    record["n_empty_ids"] = len(record["empty_ids"]) if parsed else None
+    listed = row.get("valid_answers") if isinstance(row.get("valid_answers"), list) else []
+    record["control_chars"] = control_characters(row.get("group_id"), row.get("domain"), row.get("answer_normalizer"), *listed)
+    record["n_control_chars"] = len(record["control_chars"]) if parsed else None
     unknown = sorted(set(row) - set(GROUP_FIELDS))
     record["unknown_fields"] = unknown
     record["n_unknown_fields"] = len(unknown) if parsed else None
     members = row.get("members")
+    record["n_members"] = len(members) if isinstance(members, list) else None
     stem = Path(file).stem
     record["task_matches_file"] = (record["task"] == stem) if record["task"] in TASKS else None
     is_consistency = record["task"] == "consistency"
@@ -155,6 +190,8 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["diversity_n_valid_answers"] = (
         sum(isinstance(a, str) and bool(a.strip()) for a in answers) if is_diversity else None
     )
+    record["diversity_duplicate_answers"] = duplicate_answers(answers) if is_diversity else None
+    record["diversity_n_duplicate_answers"] = len(record["diversity_duplicate_answers"]) if is_diversity else None
     normalizer = row.get("answer_normalizer")
     record["diversity_normalizer"] = (
         (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
@@ -162,7 +199,7 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     return record
 
 
-def _member_records(group: dict[str, Any], row: dict[str, Any] | None) -> list[dict]:
+def _member_records(group: dict[str, Any], row: dict[str, Any] | None, tokenizer: PromptTokenizer | None = None) -> list[dict]:
     members = (row or {}).get("members")
     if not isinstance(members, list):
         return []
@@ -182,10 +219,23 @@ def _member_records(group: dict[str, Any], row: dict[str, Any] | None) -> list[d
         )
         record["type_problems"] = problems
         record["n_type_problems"] = len(problems)
+        unknown = sorted(set(m) - set(MEMBER_FIELDS))
+        record["unknown_fields"] = unknown
+        record["n_unknown_fields"] = len(unknown) if is_dict else None
         record["variant_id"] = _str_or_none(m.get("variant_id"))
+        record["empty_ids"] = empty_ids(m, ("variant_id",))
+        record["n_empty_ids"] = len(record["empty_ids"]) if is_dict else None
         text = _str_or_none(m.get("text"))
+        attributes = m.get("attributes") if isinstance(m.get("attributes"), dict) else {}
+        record["control_chars"] = control_characters(text, m.get("variant_id"), *attributes.keys(), *attributes.values())
+        record["n_control_chars"] = len(record["control_chars"]) if is_dict else None
         record["text"] = text
         record["text_chars"] = len(text.strip()) if text is not None else None
+        # null without a tokenizer: GX skips the token rules (train/evaluate validate again with one)
+        record["prompt_tokens"] = tokenizer.count(text) if tokenizer is not None and text is not None else None
+        special = [t for t in tokenizer.special_tokens if t in text] if tokenizer is not None and text is not None else None
+        record["special_tokens"] = special
+        record["n_special_tokens"] = len(special) if special is not None else None
         records.append(record)
     return records
 
@@ -207,6 +257,10 @@ def _frame(records: list[dict], int_columns: tuple[str, ...], columns: list[str]
 
 _GROUP_INTS = (
     "line",
+    "n_empty_ids",
+    "n_control_chars",
+    "n_members",
+    "diversity_n_duplicate_answers",
     "n_type_problems",
     "n_unknown_fields",
     "consistency_n_members",
@@ -214,11 +268,15 @@ _GROUP_INTS = (
     "consistency_n_missing_axis_values",
     "diversity_n_valid_answers",
 )
-_MEMBER_INTS = ("line", "member_index", "n_type_problems", "text_chars")
+_MEMBER_INTS = (
+    "line", "member_index", "n_type_problems", "text_chars", "n_unknown_fields", "n_empty_ids", "n_control_chars",
+    "prompt_tokens", "n_special_tokens",
+)  # fmt: skip
 
 
-def flatten_groups(paths: list[Path]) -> GroupTables:
-    """Read the groups files (a missing one counts 0 groups) into the three tables."""
+def flatten_groups(paths: list[Path], tokenizer: PromptTokenizer | None = None) -> GroupTables:
+    """Read the groups files (a missing one counts 0 groups) into the three tables; with a
+    `tokenizer`, members also get their prompt's token count and the special tokens in it."""
     file_records, group_records, member_records = [], [], []
     for path in paths:
         rows = _read_rows(path) if path.is_file() else []
@@ -227,7 +285,7 @@ def flatten_groups(paths: list[Path]) -> GroupTables:
         for line, row, error in rows:
             group = _group_record(str(path), line, row, error)
             group_records.append(group)
-            member_records.extend(_member_records(group, row))
+            member_records.extend(_member_records(group, row, tokenizer))
     dummy = _group_record("", 0, {}, None)  # its keys name the columns, even of an empty table
     member_columns = list(_member_records(dummy, {"members": [{}]})[0])
     groups = _frame(group_records, _GROUP_INTS, list(dummy))

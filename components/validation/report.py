@@ -76,7 +76,7 @@ class ValidationReport:
     files: dict[str, dict[str, int]]  # file -> {"groups": n, "members": m}
     rules: list[RuleResult]
     settings: dict[str, Any] = field(default_factory=dict)
-
+    groups_sha256: str | None = None  # of the files validated: train/evaluate refuse other files
     @property
     def failures(self) -> list[RuleResult]:
         return [r for r in self.rules if not r.success]

@@ -24,7 +24,10 @@ RULES: dict[str, str] = {
     "required_fields_typed": "required fields present with the right JSON type: group_id, domain, "
     "task, split: str; members: list of objects; member variant_id, text: str; optional fields "
     "typed (see flatten.GROUP_FIELD_TYPES / MEMBER_FIELD_TYPES)",
-    "no_unknown_fields": "no fields outside the PromptGroup schema",
+    "no_unknown_fields": "no fields outside the PromptGroup / Member schema, in groups and in members",
+    "ids_not_empty": "group_id, domain and variant_id are not empty or blank",
+    "no_control_characters": "no control characters (Unicode Cc other than newline and tab) in texts, ids, "
+    "attributes or valid answers",
     "task_is_known": f"task is one of {list(TASKS)}",
     "task_matches_file": "a group's task matches its file (consistency.jsonl / diversity.jsonl)",
     "split_is_known": f"split is one of {list(SPLITS)}",
@@ -36,6 +39,12 @@ RULES: dict[str, str] = {
     "consistency_covers_variant_axes": "members cover every value of every declared variant axis",
     "diversity_has_valid_answers": "a diversity task has a non-empty set of valid answers",
     "diversity_normalizer_registered": "a diversity task names a registered answer normaliser",
+    "valid_answers_distinct": "a diversity task lists each valid answer once (aliases split on '|', case and "
+    "spaces folded): a duplicate counts twice in the frequency-aware reward",
+    "members_within_max": "a group has at most data.max_variants_per_group members",
+    "prompt_tokens_within_max": "a member's text has at most data.max_prompt_tokens tokens (the base model's "
+    "tokenizer; checked once the model is prepared)",
+    "no_special_tokens": "a member's text holds none of the tokenizer's special tokens (e.g. <|im_start|>)",
     "group_id_in_one_split": "no group_id appears in both splits",
     "prompt_text_in_one_split": "no prompt text appears in both splits (no leakage)",
 }
@@ -106,6 +115,21 @@ def checks(data_cfg: DataConfig) -> list[Check]:
             "no_unknown_fields", "groups", "n_unknown_fields", 0, 0,
             shows="unknown_fields", label="unknown",
         ),
+        _between(
+            "no_unknown_fields", "members", "n_unknown_fields", 0, 0,
+            shows="unknown_fields", label="unknown",
+        ),
+        _between("ids_not_empty", "groups", "n_empty_ids", 0, 0, shows="empty_ids", label="empty"),
+        _between("ids_not_empty", "members", "n_empty_ids", 0, 0, shows="empty_ids", label="empty"),
+        _between("no_control_characters", "groups", "n_control_chars", 0, 0, shows="control_chars", label="control"),
+        _between("no_control_characters", "members", "n_control_chars", 0, 0, shows="control_chars", label="control"),
+        _between(
+            "valid_answers_distinct", "groups", "diversity_n_duplicate_answers", 0, 0,
+            shows="diversity_duplicate_answers", label="listed twice",
+        ),
+        _between("members_within_max", "groups", "n_members", None, data_cfg.max_variants_per_group, label="members"),
+        _between("prompt_tokens_within_max", "members", "prompt_tokens", None, data_cfg.max_prompt_tokens, label="tokens"),
+        _between("no_special_tokens", "members", "n_special_tokens", 0, 0, shows="special_tokens", label="special tokens"),
         _in_set("task_is_known", "groups", "task", list(TASKS), "task"),
         Check(
             "task_matches_file",

@@ -28,6 +28,7 @@ from components.validation.report import (
     ValidationReport,
 )
 from components.validation.rules import RULES, Check, Table, checks
+from components.validation.tokens import TokenizerInfo
 
 DATA_SOURCE = "groupwise"
 TABLES: tuple[Table, ...] = ("files", "groups", "members")
@@ -170,16 +171,40 @@ def _file_counts(tables: GroupTables) -> dict[str, dict[str, int]]:
     }
 
 
-def validate_groups(groups_dir: Path, data_cfg: DataConfig, report_path: Path) -> ValidationReport:
+def groups_sha256(groups_dir: Path) -> str:
+    """One digest over the groups files (name and bytes; a missing file counts as absent)."""
+    digest = hashlib.sha256()
+    for task in TASKS:
+        path = groups_file(Path(groups_dir), task)
+        digest.update(f"{path.name}:{path.stat().st_size if path.is_file() else -1}:".encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def rule_settings(data_cfg: DataConfig) -> dict[str, Any]:
+    """What the rules' verdicts depend on besides the files (a report for other settings is stale)."""
+    return {
+        **data_cfg.model_dump(include={"min_chars", "max_chars", "max_variants_per_group", "max_prompt_tokens"}),
+        "rules": sorted(RULES), "normalizers": normalizer_names(),
+    }  # fmt: skip
+
+
+def validate_groups(
+    groups_dir: Path, data_cfg: DataConfig, report_path: Path, tokenizer: TokenizerInfo | None = None
+) -> ValidationReport:
     """Validate ``consistency.jsonl`` and ``diversity.jsonl`` of `groups_dir` against `RULES`.
 
-    Always writes the report (JSON) to `report_path`; raises `GroupValidationError` (naming file,
-    rule and offending lines) if any rule fails; returns the report otherwise.
+    Always writes the report (JSON) to `report_path`, with the files' SHA-256 (what `train` and
+    `evaluate` check before they read the files); raises `GroupValidationError` (naming file, rule
+    and offending lines) if any rule fails; returns the report otherwise. Without `tokenizer` the
+    token rules are not evaluated (the report says so: `settings.tokenizer_sha256` is null).
     """
     import great_expectations as gx
 
     paths = [groups_file(Path(groups_dir), task) for task in TASKS]
-    tables = flatten_groups(paths)
+    digest = groups_sha256(Path(groups_dir))
+    tables = flatten_groups(paths, tokenizer)
     results = _rule_results(tables, run_checks(tables, checks(data_cfg)))
     report = ValidationReport(
         success=all(r.success for r in results),
@@ -187,11 +212,11 @@ def validate_groups(groups_dir: Path, data_cfg: DataConfig, report_path: Path) -
         files=_file_counts(tables),
         rules=results,
         settings={
-            "min_chars": data_cfg.min_chars,
-            "max_chars": data_cfg.max_chars,
-            "normalizers": normalizer_names(),
+            **rule_settings(data_cfg),
             "great_expectations": gx.__version__,
+            "tokenizer_sha256": tokenizer.sha256 if tokenizer is not None else None,
         },
+        groups_sha256=digest,
     )
     report.write(report_path)
     if not report.success:

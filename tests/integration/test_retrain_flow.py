@@ -16,7 +16,7 @@ from tests.conftest import make_project, seed_tiny_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-STEPS = ["build_groups", "validate_groups", "prepare_base_model", "train", "evaluate", "register"]
+STEPS = ["build_groups", "prepare_base_model", "validate_groups", "train", "evaluate", "register"]
 PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png"]
 
 

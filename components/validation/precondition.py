@@ -1,0 +1,44 @@
+"""Validation as a precondition: `train` and `evaluate` read only groups files that passed.
+
+A passing report is trusted only for the files it hashed, the rule settings it ran with and a
+tokenizer that checked the token rules; anything else (a file edited or rebuilt since, no report,
+a failing one, bounds changed in params.yaml, a report from before the model was prepared) is
+validated again first, writing the report, and a failure stops the step with the rule's message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from components.config import DataConfig
+from components.validation.suite import groups_sha256, rule_settings, validate_groups
+from components.validation.tokens import TokenizerInfo, tokenizer_sha256
+
+
+def stale_reason(groups_dir: Path, data_cfg: DataConfig, report_path: Path, model_dir: Path | None) -> str | None:
+    """Why the report at `report_path` does not vouch for these files (None: it does)."""
+    try:
+        saved = json.loads(Path(report_path).read_text())
+    except (OSError, ValueError):
+        return f"no readable validation report at {report_path}"
+    settings = saved.get("settings") or {}
+    if saved.get("success") is not True:
+        return f"{report_path} records a failed validation"
+    if saved.get("groups_sha256") != groups_sha256(groups_dir):
+        return f"{groups_dir} changed since {report_path} was written"
+    if any(settings.get(k) != v for k, v in rule_settings(data_cfg).items()):
+        return f"{report_path} was written with other data rules or bounds"
+    if settings.get("tokenizer_sha256") is None or settings.get("tokenizer_sha256") != tokenizer_sha256(model_dir):
+        return f"{report_path} was not checked with this model's tokenizer"
+    return None
+
+
+def ensure_validated(groups_dir: Path, data_cfg: DataConfig, report_path: Path, model_dir: Path) -> str:
+    """Validate the groups files unless a passing report vouches for them; a one-line note of which."""
+    reason = stale_reason(groups_dir, data_cfg, report_path, model_dir)
+    if reason is None:
+        return "groups files: the validation report matches them"
+    tokenizer = TokenizerInfo.load(model_dir) if tokenizer_sha256(model_dir) else None
+    validate_groups(groups_dir, data_cfg, report_path, tokenizer)  # GroupValidationError names file, line, rule
+    return f"groups files validated first ({reason})"
