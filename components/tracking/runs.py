@@ -7,21 +7,88 @@ works (`params.tracking.uri` or `GROUPWISE_TRACKING_URI`).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+import os
+import socket
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from components.config import TrackingConfig
 
 
+OWNER_HOST, OWNER_PID = "groupwise.host", "groupwise.pid"
+_CLEANED: set[tuple[str, str]] = set()  # (tracking URI, experiment id) whose orphans this process closed
+
+
+def _owner_tags() -> dict[str, str]:
+    """Who runs a run: a run left RUNNING whose process is gone is closed by the next one (`close_orphaned_runs`)."""
+    return {OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid())}
+
+
+def _first_use_lock(uri: str, timeout: float = 300):
+    """A fresh SQLite store is created and migrated by its first client: two flows starting at once
+    would both migrate it (Alembic: "Online migration expected to match one row"). Serialise that
+    first use with a file lock beside the database; servers serialise it themselves."""
+    if not uri.startswith("sqlite:///"):
+        return nullcontext()
+    from filelock import FileLock
+
+    db = Path(uri[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(db.with_name(db.name + ".init.lock")), timeout=timeout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def close_orphaned_runs(experiment_id: str) -> list[str]:
+    """Mark KILLED the runs of this experiment left RUNNING by a process of this host that is gone
+    (SIGKILL, OOM, a power cut: nothing could end them); say so on stderr. Returns their ids.
+    Runs of other hosts are left alone: their liveness cannot be seen from here."""
+    import sys
+
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    host, closed = socket.gethostname(), []
+    running = client.search_runs(
+        [experiment_id], filter_string=f"attributes.status = 'RUNNING' and tags.`{OWNER_HOST}` = '{host}'", max_results=1000
+    )
+    for run in running:
+        pid = run.data.tags.get(OWNER_PID, "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            client.set_tag(run.info.run_id, "groupwise.closed_because", f"process {pid} on {host} died with the run RUNNING")
+            client.set_terminated(run.info.run_id, status="KILLED")
+            closed.append(run.info.run_id)
+            print(f"[tracking] run {run.info.run_id} ({run.info.run_name}) was left RUNNING by dead process {pid}: marked KILLED", file=sys.stderr)
+    return closed
+
+
 def configure(cfg: TrackingConfig) -> str:
-    """Point MLflow at the tracking URI and make sure the experiment exists; returns its id."""
+    """Point MLflow at the tracking URI and make sure the experiment exists; returns its id. The
+    first call of a process on an experiment also closes runs that dead processes left RUNNING."""
     import mlflow
 
     mlflow.set_tracking_uri(cfg.uri)
     mlflow.set_registry_uri(cfg.uri)  # else the registry may follow another thread's tracking URI
-    if cfg.uri.startswith("sqlite:///"):
-        Path(cfg.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    with _first_use_lock(cfg.uri):
+        experiment_id = _experiment(cfg)
+    if (cfg.uri, experiment_id) not in _CLEANED:
+        _CLEANED.add((cfg.uri, experiment_id))
+        close_orphaned_runs(experiment_id)
+    return experiment_id
+
+
+def _experiment(cfg: TrackingConfig) -> str:
+    import mlflow
+
     experiment = mlflow.get_experiment_by_name(cfg.experiment)
     if experiment is not None:
         return experiment.experiment_id
@@ -95,7 +162,7 @@ def step_run(
         run_name=name,
         nested=parent_run_id is not None,
         parent_run_id=parent_run_id,
-        tags={"groupwise.step": name, **(tags or {})},
+        tags={"groupwise.step": name, **_owner_tags(), **(tags or {})},
     ) as run:
         if params:
             flat = {k: (str(v) if v is not None else "null") for k, v in flatten(params).items()}
@@ -143,7 +210,9 @@ def start_parent_run(
     experiment_id = configure(cfg)
     client = mlflow.MlflowClient()
     extra = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
-    run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **extra, **(tags or {})})
+    run = client.create_run(
+        experiment_id, run_name=name, tags={"groupwise.pipeline": name, **_owner_tags(), **extra, **(tags or {})}
+    )
     return run.info.run_id
 
 
