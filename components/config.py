@@ -16,11 +16,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+
+_NUMBER_TYPES = (int, float, int | None, float | None)
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """`lr: true` is a typo, not 1.0: YAML booleans are refused where a number is expected."""
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation in _NUMBER_TYPES:
+                raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        return value
 
 
 class PathsConfig(_Section):
@@ -152,7 +165,7 @@ class TrainConfig(_Section):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-4, gt=0, le=1.0)
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay on the LoRA weights")
@@ -304,7 +317,10 @@ _ALIAS = r"^[A-Za-z][A-Za-z0-9_-]{0,254}$"  # MLflow aliases: no `v<digits>`, no
 
 
 class RegistryConfig(_Section):
-    model_name: str = "groupwise-smollm2-lora"
+    model_name: str = Field(
+        "groupwise-smollm2-lora", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$",
+        description="letters, digits, '_', '.', '-' (quotes would break MLflow's search filters)",
+    )
     alias: str = Field("challenger", pattern=_ALIAS)
     champion_alias: str = Field("champion", pattern=_ALIAS)
     previous_champion_alias: str = Field("previous-champion", pattern=_ALIAS)
@@ -451,7 +467,11 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: must be a YAML mapping of sections (seed, train, ...), got {type(raw).__name__}")
     profiles = raw.pop("profiles", {}) or {}
+    if not isinstance(profiles, dict) or any(not isinstance(v, dict) for v in profiles.values()):
+        raise ParamsError(f"{path}: profiles must map each profile name to a mapping of overrides")
     chosen = profile or os.environ.get("GROUPWISE_PROFILE") or raw.get("profile", "default")
     if chosen != "default":
         if chosen not in profiles:
@@ -527,6 +547,12 @@ def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
         uri = prefix + str(root / uri[len(prefix):])
     tracking.uri = uri
     if not tracking.artifact_location.is_absolute():
+        # like paths.*: a relative location stays inside the project (an absolute one is explicit)
+        if not (root / tracking.artifact_location).resolve().is_relative_to(root.resolve()):
+            raise ParamsError(
+                f"{source or root / 'params.yaml'}: tracking.artifact_location = {str(tracking.artifact_location)!r} "
+                f"escapes the project folder {root} (give an absolute path to store artifacts elsewhere)"
+            )
         tracking.artifact_location = root / tracking.artifact_location
     return params.model_copy(
         update={"paths": PathsConfig(**paths), "tracking": tracking, "root": root}

@@ -32,7 +32,20 @@ SetOpt = typer.Option(
 )
 
 
+_DEBUG = {"on": False}
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="show the full traceback of a failure instead of one line"),
+) -> None:
+    _DEBUG["on"] = debug
+
+
 def _fail(command: str, exc: BaseException) -> typer.Exit:
+    """One line naming what failed, exit code 2; with --debug the traceback instead."""
+    if _DEBUG["on"]:
+        raise exc
     message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
     err.print(f"[bold red]groupwise {command} failed:[/] {escape(str(message))}")
     return typer.Exit(code=2)

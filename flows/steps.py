@@ -179,7 +179,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.evaluation.records import summarize
     from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
-    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.grpo.checkpoint import ADAPTER_DIR, recover_checkpoint
     from components.registry.binding import METRICS_KEY as BINDING_KEY
     from components.registry.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
@@ -187,6 +187,8 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     out = params.paths.reports
     cfg = params.eval
     adapter = params.paths.checkpoints / "latest" / ADAPTER_DIR
+    if note := recover_checkpoint(params.paths.checkpoints / "latest"):
+        print(note)
     print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
     if cfg.candidate.source == "adapter":
         check_adapter_loads(adapter)
@@ -265,7 +267,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
     move the alias, else register nothing. Idempotent: the same adapter and metrics give the same
     version (safe to retry)."""
-    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.grpo.checkpoint import ADAPTER_DIR, recover_checkpoint
     from components.registry.binding import check_evaluated
     from components.registry.gate import evaluate_gates, metrics_to_tags
     from components.tracking import model_registry
@@ -275,6 +277,8 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
         raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
     metrics = json.loads(metrics_path.read_text())
     checkpoint = params.paths.checkpoints / "latest"
+    if note := recover_checkpoint(checkpoint):
+        print(note)
     reg = params.registry
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:
         reigning = model_registry.champion(reg.model_name, reg.champion_alias)

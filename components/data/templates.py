@@ -105,7 +105,16 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def _placeholders(text: str) -> set[str]:
-    return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+    """Names of the `{name}` placeholders; a format spec or conversion (`{x:>999999999}`, `{x!r}`)
+    is refused: phrasings are plain text with plain placeholders (a spec could ask for gigabytes)."""
+    names = set()
+    for _, field, spec, conversion in string.Formatter().parse(text):
+        if field is None:
+            continue
+        if spec or conversion:
+            raise ValueError(f"placeholder {{{field}}} has a format spec or conversion; use plain {{{field}}}")
+        names.add(field)
+    return names
 
 
 def _slot_keys(name: str, values: list[SlotValue]) -> set[str]:
@@ -190,7 +199,7 @@ def parse_template(raw: object, source: Path | str) -> Template:
     }
     if "task" not in raw:
         raise TemplateError(f"{source}: key 'task': missing (one of {', '.join(kinds)})")
-    if raw["task"] not in kinds:
+    if not isinstance(raw["task"], str) or raw["task"] not in kinds:
         raise TemplateError(
             f"{source}: key 'task': {raw['task']!r} is not one of {', '.join(kinds)}"
         )

@@ -35,16 +35,32 @@ PROGRESS_FILE = "progress.json"
 STATE_PREFIX = "step-"
 
 
+def _old(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}-old")
+
+
+def recover_checkpoint(out_dir: Path) -> str | None:
+    """Finish a swap a crash interrupted: `out_dir` gone but its previous version set aside
+    (killed between the two renames of `_atomic_dir`) -> put the previous version back. Returns
+    what was done, or None when there was nothing to recover."""
+    out_dir, old = Path(out_dir), _old(Path(out_dir))
+    if out_dir.exists() or not old.is_dir():
+        return None
+    old.rename(out_dir)
+    return f"{out_dir}: restored the previous checkpoint (a crash interrupted its replacement)"
+
+
 def _atomic_dir(out_dir: Path, write) -> Path:
     """Run write(tmp) into a fresh sibling folder, then swap it in for `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    recover_checkpoint(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
     try:
         write(tmp)
         old = None
         if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}-old")
+            old = _old(out_dir)
             shutil.rmtree(old, ignore_errors=True)
             out_dir.rename(old)
         tmp.rename(out_dir)

@@ -1,0 +1,76 @@
+"""User-facing failures are one line and exit code 2; --debug shows the traceback instead.
+Each case was seen as a traceback (or silently accepted) before."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.config import ParamsError
+from components.grpo.checkpoint import recover_checkpoint, save_checkpoint
+from flows.cli import app
+from tests.conftest import make_project
+
+runner = CliRunner()
+
+
+def one_line_failure(result, *expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    for snippet in expected:
+        assert snippet in text, (snippet, text)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("42\n", "must be a YAML mapping of sections"),
+        ("- a\n- b\n", "must be a YAML mapping of sections (seed, train, ...), got list"),
+        ("profiles: [a, b]\n", "profiles must map each profile name to a mapping of overrides"),
+        ("train: {lr: true}\n", "train.lr: expected a number, got the boolean true"),
+        ("train: {lr: 1.0e30}\n", "train.lr: Input should be less than or equal to 1"),
+        ("tracking: {artifact_location: ../../x}\n", "tracking.artifact_location = '../../x' escapes the project folder"),
+        ("registry: {model_name: \"it's\"}\n", "registry.model_name: String should match pattern"),
+    ],
+)
+def test_bad_params_files_fail_in_one_line(tmp_path, content, expected):
+    path = tmp_path / "params.yaml"
+    path.write_text(content)
+    one_line_failure(runner.invoke(app, ["show-params", "--params", str(path)]), str(path), expected)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("42\n")
+    result = runner.invoke(app, ["--debug", "show-params", "--params", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, ParamsError)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda t: {**t, "task": ["consistency"]}, "key 'task': ['consistency'] is not one of consistency, diversity"),
+        (lambda t: {**t, "phrasings": [p.replace("{gender}", "{gender:>999999999}", 1) for p in t["phrasings"]]},
+         "placeholder {gender} has a format spec or conversion"),
+    ],
+)  # fmt: skip
+def test_bad_templates_fail_in_one_line(tmp_path, edit, expected):
+    project = make_project(tmp_path / "p", "tiny")
+    path = project / "data" / "templates" / "investment.yaml"
+    path.write_text(yaml.safe_dump(edit(yaml.safe_load(path.read_text()))))
+    one_line_failure(runner.invoke(app, ["build", "--params", str(project / "params.yaml")]), "investment.yaml", expected)
+
+
+def test_a_crash_between_the_checkpoint_renames_is_recovered(tmp_path):
+    class Model:  # what save_checkpoint needs of a peft model
+        def save_pretrained(self, out, safe_serialization=True):
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "adapter_model.safetensors").write_bytes(b"v1")
+
+    latest = save_checkpoint(tmp_path / "latest", Model(), {"steps": 1}, [])
+    latest.rename(tmp_path / ".latest-old")  # killed after the first rename, before the second
+    assert recover_checkpoint(tmp_path / "latest").endswith("restored the previous checkpoint (a crash interrupted its replacement)")
+    assert (tmp_path / "latest" / "adapter" / "adapter_model.safetensors").read_bytes() == b"v1"
+    assert recover_checkpoint(tmp_path / "latest") is None  # nothing to do
