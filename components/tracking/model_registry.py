@@ -39,6 +39,7 @@ from typing import Mapping
 from components.models.provision import PROVENANCE_FILE
 from components.registry.gate import Champion, GateDecision, metrics_from_tags
 from components.registry.promotion import promotion_check
+from components.tracking.manifest import manifest_of, manifest_tags, verify
 
 ENTRY_POINT = Path(__file__).with_name("pyfunc_entry.py")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # components/: shipped with the model
@@ -209,6 +210,9 @@ def register_adapter(
             model_config={"base_model_dir": str(base_model_dir), "dtype": dtype},
             pip_requirements=PIP_REQUIREMENTS,
         )
+        # what the version will run, hashed from the store itself (tags live in the tracking DB)
+        logged = Path(mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(Path(tmp) / "logged")))
+        tags.update(manifest_tags(manifest_of(logged)))
     with registry_lock(model_name, lock_timeout):
         if fingerprint and (existing := find_version(model_name, fingerprint)) is not None:
             moved = _move_alias_forward(client, model_name, alias, str(existing.version))
@@ -320,3 +324,22 @@ def rollback(
             client.delete_registered_model_alias(model_name, previous_alias)
         client.set_registered_model_tag(model_name, HISTORY_TAG, json.dumps(history))
     return PromotionResult(model_name, back, demoted, False, None, history)
+
+
+def load_verified(model_uri: str, dst: Path | None = None):
+    """`mlflow.pyfunc.load_model`, after checking a downloaded copy of the version against the
+    SHA-256 manifest recorded at registration (ManifestError on any difference); the verified copy
+    is what is loaded. `model_uri`: models:/<name>/<version> or models:/<name>@<alias>."""
+    import mlflow
+
+    client = _client()
+    name, _, ref = model_uri.removeprefix("models:/").partition("/")
+    if "@" in name:
+        name, alias = name.split("@", 1)
+        version = client.get_model_version_by_alias(name, alias)
+    else:
+        version = client.get_model_version(name, ref)
+    folder = Path(dst or tempfile.mkdtemp(prefix="groupwise-verified-"))
+    local = Path(mlflow.artifacts.download_artifacts(version.source, dst_path=str(folder)))
+    verify(local, version.tags, f"{name} version {version.version}")
+    return mlflow.pyfunc.load_model(str(local))

@@ -122,3 +122,21 @@ def test_a_version_refuses_to_load_on_other_base_weights(project, tiny_model_dir
     assert provenance["weights_sha256"]  # still claims the old hash
     with pytest.raises(Exception, match="is not the base model the adapter was trained on"):
         mlflow.pyfunc.load_model(uri)
+
+
+def test_a_tampered_version_refuses_to_load(project):
+    from components.tracking.manifest import MANIFEST_DIGEST_TAG, ManifestError
+    from components.tracking.model_registry import load_verified
+
+    params = load_params(project / "params.yaml")
+    steps.register(params)
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    assert MANIFEST_DIGEST_TAG in client.get_model_version(NAME, "1").tags
+    mlflow.set_tracking_uri(params.tracking.uri)
+    mlflow.set_registry_uri(params.tracking.uri)
+    assert isinstance(load_verified(f"models:/{NAME}@challenger").predict(["Hi"], params={"max_new_tokens": 2})[0], str)
+    # whoever can write the artifact store changes the code the version runs
+    stored = next(params.tracking.artifact_location.rglob("code/components/tracking/pyfunc_model.py"))
+    stored.write_text(stored.read_text() + "\nimport os  # injected\n")
+    with pytest.raises(ManifestError, match=r"version 1: files differ .* changed \['code/components/tracking/pyfunc_model.py'\]"):
+        load_verified(f"models:/{NAME}/1")
