@@ -10,6 +10,8 @@ import pytest
 from mlflow import MlflowClient
 
 from components.config import load_params
+from components.data import load_groups
+from components.rewards.entropy import response_entropy
 from tests.conftest import make_project
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -29,7 +31,17 @@ def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["n_groups"] == 4
     assert metrics["diversity"]["n_tasks"] == 3
-    assert metrics["consistency"]["base_mean_gap"] >= 0 and metrics["consistency"]["tuned_mean_gap"] >= 0
+    assert metrics["engine"] == {"requested": "vllm", "used": "vllm", "fallback": False, "fallback_reason": ""}
+    # the headline gap is the mean over groups of |mean H(woman) - mean H(man)|, recomputed from the samples
+    samples = pd.read_csv(params.paths.reports / "samples.csv", keep_default_na=False)
+    gender = {m.variant_id: m.attributes["gender"] for g in load_groups(params.paths.groups, "consistency") for m in g.members}
+    for model in ("base", "tuned"):
+        part = samples[(samples.model == model) & (samples.task == "consistency")]
+        gaps = []
+        for _, rows in part.groupby("group_id"):
+            h = {v: [response_entropy(t) for t in rows[rows.variant_id.map(gender) == v].text] for v in ("woman", "man")}
+            gaps.append(abs(sum(h["woman"]) / len(h["woman"]) - sum(h["man"]) / len(h["man"])))
+        assert metrics["consistency"][f"{model}_mean_gap"] == pytest.approx(sum(gaps) / len(gaps)), model
     # the real model writes real English: most samples are non-empty and share common words
     samples = pd.read_csv(params.paths.reports / "samples.csv", keep_default_na=False)
     texts = samples.text.tolist()

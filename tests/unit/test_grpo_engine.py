@@ -195,11 +195,17 @@ def test_step_metrics_and_rollout_tables(tiny_model_dir, tmp_path):
         "grad_norm",
     }
     assert expected <= set(logged[0]), expected - set(logged[0])
-    assert 0.0 <= logged[0]["frac_groups_zero_reward_std"] <= 1.0
     assert logged[0]["token_entropy"] > 0
     assert [step for step, _ in tables] == [2]
     rows = tables[0][1]
     assert len(rows) == 2 * 2 * 3 and {"prompt", "completion", "reward", "advantage"} <= set(rows[0])
+    # step 2's logged metrics are those of the rewards in its table, recomputed here
+    rewards = {g: [r["reward"] for r in rows if r["group_id"] == g] for g in {r["group_id"] for r in rows}}
+    flat = [x for values in rewards.values() for x in values]
+    assert logged[1]["reward_mean"] == pytest.approx(sum(flat) / len(flat))
+    zero_std = sum(max(v) - min(v) < 1e-12 for v in rewards.values()) / len(rewards)
+    assert logged[1]["frac_groups_zero_reward_std"] == pytest.approx(zero_std)
+    assert logged[1]["completion_length_mean"] == pytest.approx(sum(r["tokens"] for r in rows) / len(rows))
 
 
 def test_lora_merged_decoding_matches_the_adapter_and_restores_the_exact_weights(lora_model):
