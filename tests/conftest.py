@@ -11,6 +11,10 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# a developer's exported server (README: infra/local-servers.sh) must not leak into the tests: they
+# start their own ephemeral Prefect or a harness server; removed before Prefect reads its settings
+for _leaky in ("PREFECT_API_URL", "PREFECT_API_KEY"):
+    os.environ.pop(_leaky, None)
 # what a project copy needs to run the pipeline (code is imported from the installed package)
 PROJECT_FILES = ["params.yaml", "dvc.yaml", "data/templates", "components", "flows", ".dvcignore"]
 

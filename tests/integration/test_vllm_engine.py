@@ -105,7 +105,7 @@ def test_lora_adapter_changes_outputs_and_base_is_restored(vllm_engine, checkpoi
     assert texts(vllm_engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
 
 
-def test_merged_adapter_is_served_by_its_own_engine_and_removed_on_close(vllm_engine, checkpoint, tmp_path):
+def test_merged_adapter_is_served_by_its_own_engine_from_plain_weights(vllm_engine, checkpoint, tmp_path):
     from components.grpo.checkpoint import ADAPTER_DIR
 
     adapter = (checkpoint / ADAPTER_DIR).resolve()
