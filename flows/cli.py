@@ -23,7 +23,7 @@ out = Console(soft_wrap=True)
 
 # Errors the user can act on (bad params, data, paths or names; NaN/inf in training): one clear
 # line and exit code 2 instead of a traceback.
-USER_ERRORS = (ValueError, KeyError, FileNotFoundError, RuntimeError, ArithmeticError)
+USER_ERRORS = (ValueError, KeyError, FileNotFoundError, RuntimeError, ArithmeticError, TimeoutError)  # TimeoutError: a lock held too long
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
 ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
