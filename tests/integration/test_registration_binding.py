@@ -140,3 +140,31 @@ def test_a_tampered_version_refuses_to_load(project):
     stored.write_text(stored.read_text() + "\nimport os  # injected\n")
     with pytest.raises(ManifestError, match=r"version 1: files differ .* changed \['code/components/tracking/pyfunc_model.py'\]"):
         load_verified(f"models:/{NAME}/1")
+
+
+def test_base_model_lookup_recorded_folder_env_var_and_packaged(tmp_path, tiny_model_dir, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("GROUPWISE_BASE_MODEL_DIR", raising=False)
+    packaged = registry_project(tmp_path / "packaged", tiny_model_dir, {"registry.package_base_model": True})
+    plain = registry_project(tmp_path / "plain", tiny_model_dir)
+    uris = {}
+    for name, project in (("packaged", packaged), ("plain", plain)):
+        write_adapter(project, seed=1)
+        write_metrics(project, good_metrics())
+        params = load_params(project / "params.yaml")
+        steps.register(params)
+        uris[name] = (params, f"models:/{NAME}/1")
+    for params, _ in uris.values():  # the recorded base folders are gone (another machine, a clean-up)
+        shutil.move(params.paths.base_model, tmp_path / f"moved-{params.root.name}")
+    params, uri = uris["packaged"]
+    mlflow.set_tracking_uri(params.tracking.uri)
+    mlflow.set_registry_uri(params.tracking.uri)
+    assert isinstance(mlflow.pyfunc.load_model(uri).predict(["Hi"], params={"max_new_tokens": 2})[0], str)
+    params, uri = uris["plain"]
+    mlflow.set_tracking_uri(params.tracking.uri)
+    mlflow.set_registry_uri(params.tracking.uri)
+    with pytest.raises(Exception, match="base model not found: not packaged with the model.*GROUPWISE_BASE_MODEL_DIR"):
+        mlflow.pyfunc.load_model(uri)
+    monkeypatch.setenv("GROUPWISE_BASE_MODEL_DIR", str(tmp_path / "moved-plain"))
+    assert isinstance(mlflow.pyfunc.load_model(uri).predict(["Hi"], params={"max_new_tokens": 2})[0], str)

@@ -105,4 +105,13 @@ def test_invalid_groups_stop_the_flow_before_training(tmp_path, tiny_model_dir, 
     assert (params.paths.validation / "report.json").is_file()
     assert not (params.paths.checkpoints / "latest").exists()
     assert not (params.paths.reports / "metrics.json").exists()
-    assert MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri).search_registered_models() == []
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    assert client.search_registered_models() == []
+    # a data error is not transient: one attempt (tracking.retries is 3), its run and the parent FAILED
+    assert params.tracking.retries == 3
+    experiment = client.get_experiment_by_name(params.tracking.experiment).experiment_id
+    by_name = {}
+    for run in client.search_runs([experiment]):
+        by_name.setdefault(run.info.run_name, []).append(run.info.status)
+    assert by_name["validate_groups"] == ["FAILED"]
+    assert by_name["retrain"] == ["FAILED"] and "train" not in by_name
