@@ -138,3 +138,15 @@ def vllm_engine(smollm2_base_dir):
             os.environ.pop(KV_CACHE_ENV, None)
         else:
             os.environ[KV_CACHE_ENV] = saved
+
+
+def pytest_report_header(config):
+    """Say which backend the MLflow server tests use (CI sets GROUPWISE_REQUIRE_POSTGRES=1)."""
+    try:
+        from tests.integration.servers import postgres_available
+
+        kind = "postgresql" if postgres_available() else "sqlite (PostgreSQL not available)"
+    except Exception as exc:  # the header must never break collection
+        kind = f"unknown ({exc})"
+    required = " (required: GROUPWISE_REQUIRE_POSTGRES=1)" if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1" else ""
+    return f"groupwise: MLflow server tests on {kind}{required}"

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 
@@ -22,6 +24,8 @@ def mlflow_server_url(tmp_path_factory):
     with ExitStack() as stack:
         if postgres_available():
             backend, kind = stack.enter_context(postgres_server()), "postgresql"
+        elif os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1":  # CI: no silent downgrade to SQLite
+            pytest.fail("GROUPWISE_REQUIRE_POSTGRES=1 but PostgreSQL (initdb, pg_ctl, psycopg2) is not available")
         else:
             backend, kind = f"sqlite:///{folder / 'mlflow.db'}", "sqlite"
         yield stack.enter_context(mlflow_server(backend, folder / "artifacts")), kind

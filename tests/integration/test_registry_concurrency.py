@@ -80,6 +80,8 @@ def assert_consistent(client: MlflowClient) -> dict[str, str]:
 def test_concurrent_registrations_and_promotions_keep_aliases_consistent(backend, tmp_path, tiny_model_dir, request):
     if backend == "server":
         uri, kind = request.getfixturevalue("mlflow_server_url")
+        if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1":
+            assert kind == "postgresql"  # what CI promises: the server tests ran on PostgreSQL
     else:
         uri, kind = f"sqlite:///{tmp_path / 'shared' / 'mlflow.db'}", "sqlite"
     env = {**os.environ, "GROUPWISE_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
