@@ -110,17 +110,21 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
     }
 
 
+def batch_reward_std(rewards: torch.Tensor, ctx: DistContext) -> float:
+    """Std of the rewards of every rank's batch (`advantage.scale: batch` under DDP): one all-reduce
+    of (sum, sum of squares, count), unbiased like torch.std."""
+    s = ctx.all_reduce_sum(torch.tensor([rewards.double().sum(), (rewards.double() ** 2).sum(), rewards.numel()]))
+    mean = s[0] / s[2]
+    return float(torch.sqrt((s[1] - s[2] * mean**2) / (s[2] - 1).clamp(min=1)))
+
+
 def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
     """Rewards -> advantages for this rank's groups; returns advantages, global metrics and rewards."""
     cfg = params.train
     rewards, per_fn = compute_rewards(batch, params.reward)
     needs_uncertainty = cfg.advantage.estimator == "seed_grpo" or cfg.advantage.clustering == "answer"
     uncertainty = group_uncertainty(batch, cfg.advantage) if needs_uncertainty else None
-    global_std = None
-    if cfg.advantage.scale == "batch" and ctx.enabled:
-        s = ctx.all_reduce_sum(torch.tensor([rewards.double().sum(), (rewards.double() ** 2).sum(), rewards.numel()]))
-        mean = s[0] / s[2]
-        global_std = float(torch.sqrt((s[1] - s[2] * mean**2) / (s[2] - 1).clamp(min=1)))
+    global_std = batch_reward_std(rewards, ctx) if cfg.advantage.scale == "batch" and ctx.enabled else None
     advantages = get_adv_est(cfg.advantage.estimator)(
         rewards, batch.index, cfg.advantage, uncertainty, global_std=global_std
     )

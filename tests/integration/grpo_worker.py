@@ -35,7 +35,8 @@ def with_vllm_rollouts(p, **vllm):
 def run_train(args) -> None:
     from components.grpo.trainer import train
 
-    p = params(steps=args.steps, save_every=1, max_new_tokens=args.max_new_tokens, groups_per_step=args.groups_per_step)
+    p = params(steps=args.steps, save_every=1, max_new_tokens=args.max_new_tokens, groups_per_step=args.groups_per_step,
+               lr_scheduler=args.lr_scheduler, warmup_steps=args.warmup_steps)  # fmt: skip
     if args.rollout_engine == "vllm":
         p = with_vllm_rollouts(p)
     out = Path(args.out)
@@ -58,7 +59,10 @@ def run_update(args) -> None:
     from components.models.provision import load_base_model
 
     ctx = init_from_env()
+    from components.grpo.trainer import batch_reward_std
+
     p = params(groups_per_step=4, groups_per_micro_batch=args.micro, loss_type=args.loss_type, beta=0.04)
+    p = p.model_copy(update={"train": p.train.model_copy(update={"advantage": p.train.advantage.model_copy(update={"scale": args.scale})})})
     seed_everything(0)
     base, tok = load_base_model(Path(args.model_dir))
     model = attach_lora(base, p.lora)
@@ -87,7 +91,9 @@ def run_update(args) -> None:
         ]
         rewards = torch.stack([rewards_all[i] for i, r in enumerate(rollouts) if r.group_index in mine])
         batch = GroupBatch(local_groups, local)
-        advantages = grpo_advantage(rewards, batch.index, p.train.advantage)
+        # the trainer's own global std under DDP (score_batch): every rank's rewards, one all-reduce
+        global_std = batch_reward_std(rewards, ctx) if args.scale == "batch" and ctx.enabled else None
+        advantages = grpo_advantage(rewards, batch.index, p.train.advantage, global_std=global_std)
         metrics = policy_update(model, trainer_model, optimizer, None, batch, advantages, p.train, tok.pad_token_id, ctx)
         results.append(metrics)
     if ctx.is_main:
@@ -108,6 +114,9 @@ if __name__ == "__main__":
     parser.add_argument("--groups-per-step", type=int, default=2)
     parser.add_argument("--micro", type=int, default=1)
     parser.add_argument("--loss-type", default="grpo")
+    parser.add_argument("--scale", choices=["group", "batch", "none"], default="group")
+    parser.add_argument("--lr-scheduler", choices=["constant", "linear", "cosine"], default="constant")
+    parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--rollout-engine", choices=["transformers", "vllm"], default="transformers")
     args = parser.parse_args()
     run_train(args) if args.mode == "train" else run_update(args)

@@ -65,17 +65,19 @@ def kill_at_state(cmd: list[str], state: Path, wait_s: int) -> None:
 
 
 def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_path):
+    """With a cosine schedule and warmup: the logged lr of every step matches across the resume."""
     steps = "4"
     whole, broken = tmp_path / "whole", tmp_path / "broken"
-    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(whole), "--steps", steps))
+    schedule = ["--lr-scheduler", "cosine", "--warmup-steps", "2"]
+    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(whole), "--steps", steps, *schedule))
 
-    kill_at_state(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps),
+    kill_at_state(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps, *schedule),
                   broken / "resume" / "step-000002", wait_s=240)  # fmt: skip
     assert not (broken / "latest").exists(), "a killed run must not leave a final checkpoint"
     saved = sorted(p.name for p in (broken / "resume").iterdir() if not p.name.startswith("."))
     assert saved and all(name.startswith("step-") for name in saved)
 
-    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps, "--resume"))
+    run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps, *schedule, "--resume"))
     result = json.loads((broken / "result.json").read_text())
     assert 2 <= result["resumed_from"] < 4
 
@@ -84,6 +86,8 @@ def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_
     for key in a:
         assert torch.equal(a[key], b[key]), f"{key} differs after kill + resume"
     assert log_rows(whole / "latest") == log_rows(broken / "latest")
+    lrs = [float(row["lr"]) for row in log_rows(whole / "latest")]
+    assert lrs[0] < lrs[1] and lrs[1] > lrs[3]  # warmup, then the cosine decay: a schedule really ran
     assert not (broken / "resume").exists(), "a completed run leaves no stale resumable state"
 
 
@@ -118,10 +122,11 @@ def test_resume_refuses_a_state_from_another_configuration(tiny_model_dir, tmp_p
         train(changed, groups(4), tiny_model_dir, tmp_path / "latest2", show_progress=False, resume=True, state_dir=state_dir)
 
 
-@pytest.mark.parametrize("loss_type,micro", [("grpo", 1), ("dapo", 2)])
-def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro):
+@pytest.mark.parametrize("loss_type,micro,scale", [("grpo", 1, "group"), ("dapo", 2, "batch")])
+def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro, scale):
+    """scale batch: each rank holds half the batch, the std is every rank's (batch_reward_std)."""
     one, two = tmp_path / "one", tmp_path / "two"
-    common = ["update", "--model-dir", str(tiny_model_dir), "--loss-type", loss_type, "--micro", str(micro)]
+    common = ["update", "--model-dir", str(tiny_model_dir), "--loss-type", loss_type, "--micro", str(micro), "--scale", scale]
     run(worker(*common, "--out", str(one)))
     run(torchrun(2, *common, "--out", str(two)))
     m1, m2 = json.loads((one / "metrics.json").read_text()), json.loads((two / "metrics.json").read_text())
