@@ -210,24 +210,23 @@ def rollback(
 @app.command()
 def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """List the registered versions with their aliases, gate verdict and promotion record."""
-    import mlflow
-
     from components.config import load_params
     from components.tracking import runs
+    from components.tracking.model_registry import list_versions
 
     try:
         resolved = load_params(params, profile)
         runs.configure(resolved.tracking)
-        found = mlflow.MlflowClient().search_model_versions(f"name = '{resolved.registry.model_name}'")
+        found = list_versions(resolved.registry.model_name)
     except USER_ERRORS as exc:
         raise _fail("versions", exc) from exc
     table = Table(title=f"{resolved.registry.model_name} ({resolved.tracking.uri})")
     for column in ("version", "aliases", "gates", "registered run", "promotion"):
         table.add_column(column, overflow="fold")
-    for v in sorted(found, key=lambda v: int(v.version)):
+    for v in found:
         promoted = v.tags.get("promotion.at")
         record = f"{promoted} by {v.tags.get('promotion.by')}: {v.tags.get('promotion.reason')}" if promoted else ""
-        table.add_row(str(v.version), ", ".join(v.aliases), v.tags.get("gate.passed", "?"), v.run_id or "", escape(record))
+        table.add_row(v.version, ", ".join(v.aliases), v.tags.get("gate.passed", "?"), v.run_id, escape(record))
     out.print(table)
 
 

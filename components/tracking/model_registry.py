@@ -343,3 +343,30 @@ def load_verified(model_uri: str, dst: Path | None = None):
     local = Path(mlflow.artifacts.download_artifacts(version.source, dst_path=str(folder)))
     verify(local, version.tags, f"{name} version {version.version}")
     return mlflow.pyfunc.load_model(str(local))
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: str
+    aliases: tuple[str, ...]
+    tags: dict[str, str]
+    run_id: str
+
+
+def list_versions(model_name: str) -> list[VersionRow]:
+    """Every version of `model_name`, oldest first, with its aliases. The aliases come from the
+    registered model: `search_model_versions` leaves `ModelVersion.aliases` empty."""
+    from mlflow.exceptions import MlflowException
+
+    client = _client()
+    try:
+        by_version: dict[str, list[str]] = {}
+        for alias, version in client.get_registered_model(model_name).aliases.items():
+            by_version.setdefault(str(version), []).append(alias)
+    except MlflowException:
+        return []  # nothing registered under that name yet
+    found = client.search_model_versions(f"name = '{model_name}'")
+    return [
+        VersionRow(str(v.version), tuple(sorted(by_version.get(str(v.version), []))), dict(v.tags), v.run_id or "")
+        for v in sorted(found, key=lambda v: int(v.version))
+    ]

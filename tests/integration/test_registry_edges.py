@@ -61,6 +61,12 @@ def test_promoting_the_champion_itself_is_refused_and_the_history_is_capped(proj
     assert json.loads(client.get_registered_model(NAME).tags[model_registry.HISTORY_TAG]) == ["2", "3"]
     aliases = {a: str(v) for a, v in client.get_registered_model(NAME).aliases.items()}
     assert aliases == {"challenger": "3", "champion": "3", "previous-champion": "2"}
+    # `groupwise versions` shows them (search_model_versions alone returns no aliases)
+    assert {v.version: v.aliases for v in model_registry.list_versions(NAME)} == {
+        "1": (), "2": ("previous-champion",), "3": ("challenger", "champion"),
+    }  # fmt: skip
+    result = CliRunner().invoke(app, ["versions", "--params", str(project / "params.yaml")])
+    assert result.exit_code == 0 and "previous-champ" in result.output and "champion" in result.output, result.output
 
 
 def test_a_registry_lock_held_too_long_fails_in_one_line_and_registers_nothing(project):
