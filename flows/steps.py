@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import Params
-from components.registry.binding import files_sha256
+from components.hashing import files_sha256
 from components.tracking import runs
 
 

@@ -11,7 +11,6 @@ tiny dimensions, for fast tests.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from components.config import ModelConfig
+from components.hashing import file_sha256
 
 PROVENANCE_FILE = "groupwise_model.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
@@ -52,14 +52,6 @@ def gguf_location(cfg: ModelConfig) -> tuple[Path, str]:
     if not (folder / cfg.gguf_file).is_file():
         raise ModelProvisionError(f"{folder / cfg.gguf_file}: GGUF file not found")
     return folder, cfg.gguf_file
-
-
-def _sha256(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load_gguf_tokenizer(cfg: ModelConfig):
@@ -121,7 +113,7 @@ def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProve
 
     out_dir = Path(out_dir)
     folder, name = gguf_location(cfg)
-    gguf_hash = _sha256(folder / name)
+    gguf_hash = file_sha256(folder / name)
     spec = {"source": cfg.source, "gguf_sha256": gguf_hash, "dtype": cfg.dtype}
     if cfg.source == "tiny":
         spec.update(tiny=cfg.tiny.model_dump(), seed=seed)
@@ -148,7 +140,7 @@ def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProve
             dtype=cfg.dtype,
             n_parameters=sum(p.numel() for p in model.parameters()),
             spec=spec,
-            weights_sha256=_sha256(tmp / "model.safetensors"),
+            weights_sha256=file_sha256(tmp / "model.safetensors"),
         )
         (tmp / PROVENANCE_FILE).write_text(json.dumps(asdict(provenance), indent=2))
         if out_dir.exists():

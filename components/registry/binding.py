@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from components.config import Params
+from components.hashing import file_sha256, files_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
 EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
@@ -24,25 +25,6 @@ METRICS_KEY = "evaluated"
 
 class BindingError(ValueError):
     """Registration refused: the files differ from what was evaluated, or the adapter does not load."""
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def files_sha256(paths: list[Path]) -> str:
-    """One digest over files, by name and content, in sorted order."""
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(path.name.encode())
-        with open(path, "rb") as fh:
-            while block := fh.read(1 << 20):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def evaluation_params_sha256(params: Params) -> str:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from components.registry.binding import file_sha256
+from components.hashing import file_sha256
 
 MANIFEST_DIGEST_TAG = "groupwise.manifest_sha256"
 MANIFEST_PART_TAG = "groupwise.manifest.{}"  # the manifest JSON, cut into tag-sized parts

@@ -23,7 +23,7 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
 
         from components.models.lora import load_adapter
         from components.models.provision import PROVENANCE_FILE, load_base_model
-        from components.registry.binding import file_sha256
+        from components.hashing import file_sha256
 
         base_dir = context.artifacts.get("base_model")
         expected = json.loads(Path(context.artifacts["provenance"]).read_text())
