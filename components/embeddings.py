@@ -33,14 +33,17 @@ def embedding_model_dir() -> Path:
 
 @lru_cache(maxsize=2)
 def load_embedder(device: str = "cpu"):
-    """The SentenceTransformer, loaded once per process and device."""
+    """The SentenceTransformer, loaded once per process and device (a resolved torch device string)."""
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(embedding_model_dir()), device=device, local_files_only=True)
 
 
-def embed(texts: Sequence[str], batch_size: int = 128, device: str = "cpu", dtype: str = "float32") -> np.ndarray:
+def embed(texts: Sequence[str], batch_size: int = 128, device: str = "auto", dtype: str = "float32") -> np.ndarray:
     """(n, 384) float32 unit-norm embeddings; an empty text embeds like any other string.
+
+    `device` follows the trainer's policy (`components.models.device.resolve_device`): `auto` is
+    this process's GPU when there is one, else the CPU.
 
     dtype "bfloat16" runs the encoder under bf16 autocast: about 2x the texts/s on a CPU with
     AVX512-BF16/AMX, cosine to the fp32 embedding >= 0.9999 (benchmarks/eval_throughput.py).
@@ -49,6 +52,9 @@ def embed(texts: Sequence[str], batch_size: int = 128, device: str = "cpu", dtyp
         raise ValueError(f"embedding dtype must be float32 or bfloat16, got {dtype!r}")
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
+    from components.models.device import resolve_device
+
+    device = str(resolve_device(device))
     model = load_embedder(device)
     autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
     with autocast:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from components.contracts.errors import UserError
+
 app = typer.Typer(
     help="groupwise: group-relative RL for consistent and diverse LLMs.",
     no_args_is_help=True,
@@ -21,9 +24,12 @@ app = typer.Typer(
 err = Console(stderr=True, soft_wrap=True)  # soft wrap: printed paths are never broken mid-path
 out = Console(soft_wrap=True)
 
-# Errors the user can act on (bad params, data, paths or names; NaN/inf in training): one clear
-# line and exit code 2 instead of a traceback.
-USER_ERRORS = (ValueError, KeyError, FileNotFoundError, RuntimeError, ArithmeticError, TimeoutError)  # TimeoutError: a lock held too long
+# Errors the user can act on: one clear line and exit code 2 instead of a traceback. The typed
+# family (components.contracts.errors.UserError: bad params, data, names; a missing package or
+# server; NaN/inf in training), missing files, a lock held too long (TimeoutError), and ValueError,
+# which the pydantic and input checks raise. Anything else (KeyError, RuntimeError, AttributeError...)
+# is a bug: its traceback is shown. `--debug` shows the traceback of user errors too.
+USER_ERRORS = (UserError, ValueError, FileNotFoundError, TimeoutError)
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
 ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
@@ -53,12 +59,14 @@ def _fail(command: str, exc: BaseException) -> typer.Exit:
 
 def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
     from components.config import assignments_to_overrides, load_params, with_overrides
+    from components.plugins import check_registered_names
     from flows.steps import STEPS
 
     try:
         params = load_params(params_path, profile)
         if sets:
             params = with_overrides(params, assignments_to_overrides(sets))
+        check_registered_names(params)
         started = time.perf_counter()
         result = STEPS[name](params, **options)
     except USER_ERRORS as exc:
@@ -73,6 +81,20 @@ def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Option
 def build(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Build prompt groups (PromptGroup JSONL) from data/templates."""
     _run_step("build", params, profile)
+
+
+@app.command("import")
+def import_(
+    file: Path = typer.Argument(..., help="your groups: .jsonl or .csv, one row per prompt (docs/data.md)"),
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Import your own prompt groups (instead of data/templates) and validate them like built ones.
+
+    For the flow and `dvc repro`, set `data.groups_file` in params.yaml instead: the build step then imports it.
+    """
+    _run_step("build", params, profile, [f"data.groups_file={json.dumps(str(file.resolve()))}"])
+    _run_step("validate", params, profile, [f"data.groups_file={json.dumps(str(file.resolve()))}"])
 
 
 @app.command()
@@ -136,10 +158,12 @@ def study(
 def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
     from components.config import load_params
+    from components.plugins import check_registered_names
     from flows.retrain import retrain as retrain_flow
 
     try:
         resolved = load_params(params, profile)
+        check_registered_names(resolved)
         started = time.perf_counter()
         summary = retrain_flow(str(params), profile)
     except USER_ERRORS as exc:
@@ -224,10 +248,66 @@ def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
     for column in ("version", "aliases", "gates", "registered run", "promotion"):
         table.add_column(column, overflow="fold")
     for v in found:
-        promoted = v.tags.get("promotion.at")
-        record = f"{promoted} by {v.tags.get('promotion.by')}: {v.tags.get('promotion.reason')}" if promoted else ""
-        table.add_row(v.version, ", ".join(v.aliases), v.tags.get("gate.passed", "?"), v.run_id, escape(record))
+        tags = v.record
+        promotion = tags.promotion if tags.promotion is not None and tags.promotion.at else None
+        record = f"{promotion.at} by {promotion.by}: {promotion.reason}" if promotion else ""
+        gates = "?" if tags.gate_passed is None else str(tags.gate_passed).lower()
+        table.add_row(v.version, ", ".join(v.aliases), gates, v.run_id, escape(record))
     out.print(table)
+
+
+VersionOpt = typer.Option(None, "--version", help="a registered version number")
+AliasOpt = typer.Option(None, "--alias", help="the version an alias points at, e.g. champion")
+
+
+@app.command()
+def export(
+    out_dir: Path = typer.Argument(..., help="a new folder for the merged model"),
+    version: Optional[str] = VersionOpt,
+    alias: Optional[str] = AliasOpt,
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Write a registered version as one merged safetensors model folder (+ model card) for vLLM or transformers."""
+    from components.config import load_params
+    from components.tracking import runs
+    from components.tracking.export import export_version
+
+    try:
+        resolved = load_params(params, profile)
+        runs.configure(resolved.tracking)
+        exported = export_version(resolved.registry.model_name, out_dir, resolved.tracking.uri, version, alias)
+    except USER_ERRORS as exc:
+        raise _fail("export", exc) from exc
+    out.print(f"[bold green]{exported.model_name} version {exported.version}[/] merged into {escape(str(exported.path))}")
+
+
+@app.command()
+def serve(
+    version: Optional[str] = VersionOpt,
+    alias: Optional[str] = AliasOpt,
+    port: int = typer.Option(8000, "--port", help="port on 127.0.0.1"),
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Serve a registered version on http://127.0.0.1:PORT/v1 (OpenAI-compatible chat, vLLM) until stopped."""
+    from components.config import load_params
+    from components.generation.serve import server_command
+    from components.tracking import runs
+    from components.tracking.export import export_for_serving
+
+    try:
+        resolved = load_params(params, profile)
+        runs.configure(resolved.tracking)
+        exported = export_for_serving(resolved.registry.model_name, resolved.paths.exports, resolved.tracking.uri, version, alias)
+        command = server_command(exported.path, resolved.registry.model_name, resolved.eval.vllm, port, resolved.model.dtype)
+    except USER_ERRORS as exc:
+        raise _fail("serve", exc) from exc
+    err.print(f"serving {exported.model_name} version {exported.version} at {command.url}/v1 (model name {resolved.registry.model_name!r}); Ctrl-C stops it")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the server replaces this process: a signal to `groupwise serve` reaches vLLM, and no child is orphaned
+    os.execve(command.argv[0], command.argv, command.env)
 
 
 @app.command()
@@ -245,11 +325,13 @@ def schedule(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Print the resolved parameters (profile and --set applied, paths absolute) as JSON."""
     from components.config import assignments_to_overrides, load_params, with_overrides
+    from components.plugins import check_registered_names
 
     try:
         resolved = load_params(params, profile)
         if sets:
             resolved = with_overrides(resolved, assignments_to_overrides(sets))
+        check_registered_names(resolved)
     except USER_ERRORS as exc:
         raise _fail("show-params", exc) from exc
     json.dump(resolved.model_dump(mode="json"), sys.stdout, indent=2)

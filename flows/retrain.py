@@ -26,6 +26,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from components.config import Params, load_params
+from components.contracts.summary import EvaluationSummary, read_summary
 from components.tracking import runs
 from flows import caching, steps
 from flows.steps import StepResult
@@ -107,10 +108,11 @@ def validation_markdown(report_path: Path) -> str:
     return "\n".join(lines)
 
 
-def metrics_rows(metrics: dict) -> list[dict]:
-    """metrics.json as table rows: base/tuned pairs side by side (read by name), other scalars alone."""
+def metrics_rows(summary: EvaluationSummary) -> list[dict]:
+    """metrics.json as table rows: base/tuned pairs side by side (`base_<m>` / `tuned_<m>` fields of
+    a section), other scalars alone."""
     rows = []
-    for section, values in metrics.items():
+    for section, values in summary.to_dict().items():
         if not isinstance(values, dict):
             continue
         for key, value in values.items():
@@ -174,7 +176,8 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
         create_markdown_artifact(
             Path(evaluated.outputs["summary"]).read_text(), key="evaluation-summary", description="base vs tuned, held-out"
         )
-        create_table_artifact(metrics_rows(evaluated.metrics), key="evaluation-metrics", description="base vs tuned, held-out")
+        evaluation = read_summary(Path(evaluated.outputs["metrics"]))
+        create_table_artifact(metrics_rows(evaluation), key="evaluation-metrics", description="base vs tuned, held-out")
         registered = _run(register_task, params, parent)
         record(registered)
         create_table_artifact(

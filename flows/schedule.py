@@ -14,6 +14,8 @@ from pathlib import Path
 
 from components.config import Params, load_params
 
+from components.contracts.errors import UserError
+
 RUN_LIMIT = 1  # one retrain at a time per served process: runs share the project's output folders
 
 
@@ -22,13 +24,17 @@ def deployment_parameters(params_path: Path, params: Params) -> dict:
     return {"params_path": str(Path(params_path).resolve()), "profile": params.schedule.profile}
 
 
+class ServerRequiredError(UserError, RuntimeError):
+    """The command needs a running Prefect server."""
+
+
 def require_server() -> str:
     """The Prefect API URL; a clear error when none is set (the ephemeral API cannot schedule)."""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value() or os.environ.get("PREFECT_API_URL")
     if not url:
-        raise RuntimeError(
+        raise ServerRequiredError(
             "scheduling needs a Prefect server: start one (`infra/local-servers.sh start` or "
             "`prefect server start`) and set PREFECT_API_URL=http://127.0.0.1:4200/api"
         )

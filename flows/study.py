@@ -30,11 +30,13 @@ from components.study.report import (
     ARM_FILE,
     CURVE_COLUMNS,
     CURVE_FILE,
+    METRICS_FILE,
     curve_rows,
     headline_metrics,
     plot_learning_curve,
     render_markdown,
     study_table,
+    untrained,
 )
 from components.tracking import runs
 from flows import steps
@@ -88,20 +90,17 @@ def learning_curve(params: Params, name: str, parent: str, results: Path) -> Non
     """Evaluate the arm's snapshot adapters not yet in results/study/<arm>/learning_curve.csv (base
     samples drawn once, the engine started once), appending each point as it is done; the step-0
     (base) and final rows come from the arm's own evaluation."""
+    from components.contracts.summary import EvaluationSummary, read_summary
     from components.data import load_groups
     from components.evaluation.records import summarize
-    from components.evaluation.run import evaluate_models
+    from components.evaluation.run import evaluate_models, summary_settings
     from components.generation.engines import open_engine
     from components.grpo.checkpoint import read_state
 
     path = results / "study" / name / CURVE_FILE
-    final_metrics = json.loads((results / "study" / name / "metrics.json").read_text())
+    final_gap = read_summary(results / "study" / name / METRICS_FILE).consistency
     final = read_state(params.paths.checkpoints / "latest")
-    c = final_metrics["consistency"]
-    untrained = {"consistency": {**c, "tuned_mean_gap": c["base_mean_gap"], "ci_low": 0.0, "ci_high": 0.0, "q_value": None,
-                                 "per_domain": {d: {**r, "tuned_mean_gap": r["base_mean_gap"], "ci_low": 0.0, "ci_high": 0.0,
-                                                    "q_value": None} for d, r in c["per_domain"].items()}}}  # fmt: skip
-    ends = curve_rows(name, 0, 0, untrained) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_metrics)
+    ends = curve_rows(name, 0, 0, untrained(final_gap)) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_gap)
     done = pd.read_csv(path) if path.is_file() else pd.DataFrame(ends, columns=CURVE_COLUMNS)
     done.to_csv(path, index=False)
     todo = [s for s in sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
@@ -117,12 +116,12 @@ def learning_curve(params: Params, name: str, parent: str, results: Path) -> Non
             with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
                 frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs)
                 base_outputs = frames.base_outputs
-                metrics = summarize(frames.consistency, frames.diversity, steps.summary_settings(params))
-                runs.log_metrics(metrics, prefix="eval.")
-            rows = curve_rows(name, int(state["steps"]), int(state["samples"]), metrics)
+                summary = EvaluationSummary.from_dict(summarize(frames.consistency, frames.diversity, summary_settings(params)))
+                runs.log_metrics(summary.to_dict(), prefix="eval.")
+            rows = curve_rows(name, int(state["steps"]), int(state["samples"]), summary.consistency)
             done = pd.concat([done, pd.DataFrame(rows, columns=CURVE_COLUMNS)], ignore_index=True).sort_values(["step", "scope"])
             done.to_csv(path, index=False)
-            print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {metrics['consistency']['tuned_mean_gap']:.4f}")
+            print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {summary.consistency.tuned_mean_gap:.4f}")
     finally:
         engine.close()
 

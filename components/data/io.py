@@ -15,13 +15,14 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from components.contracts.errors import UserError
 from components.data.schema import PromptGroup, Split, TaskKind
 
 TASKS: tuple[str, ...] = get_args(TaskKind)
 SPLITS: tuple[str, ...] = get_args(Split)
 
 
-class GroupFileError(ValueError):
+class GroupFileError(UserError, ValueError):
     """A groups file has a line that is not valid JSON or not a valid `PromptGroup`.
 
     The message reads ``<file>: line <n>: <field>: <problem>``.

@@ -31,43 +31,29 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from components.contracts.naming import NameRegistry, UnknownNameError
+
 Normalizer = Callable[[str, Sequence[str]], str | None]
 ALIAS_SEPARATOR = "|"
 
-_REGISTRY: dict[str, Normalizer] = {}
+NORMALIZERS = NameRegistry[Normalizer]("answer normaliser")
 _F = TypeVar("_F", bound=Normalizer)
-
-
-class UnknownNormalizerError(ValueError):
-    """No normaliser is registered under that name (the message lists the known names)."""
+UnknownNormalizerError = UnknownNameError  # the name callers catch; one error for every registry
 
 
 def register_normalizer(name: str) -> Callable[[_F], _F]:
     """Register a normaliser under `name` (a name may be registered once)."""
-
-    def decorator(fn: _F) -> _F:
-        if name in _REGISTRY:
-            raise ValueError(f"answer normaliser {name!r} is already registered")
-        _REGISTRY[name] = fn
-        return fn
-
-    return decorator
+    return NORMALIZERS.register(name)
 
 
 def normalizer_names() -> list[str]:
     """Names of the registered normalisers, sorted."""
-    return sorted(_REGISTRY)
+    return NORMALIZERS.names()
 
 
 def get_normalizer(name: str) -> Normalizer:
     """The normaliser registered as `name`; an unknown name raises `UnknownNormalizerError`."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(normalizer_names())
-        raise UnknownNormalizerError(
-            f"unknown answer normaliser {name!r} (known: {known})"
-        ) from None
+    return NORMALIZERS.get(name)
 
 
 def normalize_answer(name: str, completion: str, valid_answers: Sequence[str]) -> str | None:

@@ -38,6 +38,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from components.contracts.errors import UserError
 from components.data.normalizers import UnknownNormalizerError, aliases, get_normalizer
 
 Scalar = str | int | float
@@ -45,7 +46,7 @@ SlotValue = Scalar | dict[str, Scalar]
 Text = Annotated[str, Field(min_length=1)]
 
 
-class TemplateError(ValueError):
+class TemplateError(UserError, ValueError):
     """A template file is unreadable or invalid (the message names the file and the key)."""
 
 

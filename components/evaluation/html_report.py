@@ -1,7 +1,10 @@
-"""One self-contained HTML page of the evaluation: tables, tests and the plots inlined as base64 PNGs.
+"""One self-contained HTML page of the evaluation, the page a reviewer decides from: the gates'
+verdict first, the paper's gap, readable metrics (name, definition, better direction), the paired
+tests, the plots inlined as base64 PNGs and the answers side by side (`answer_viewer`).
 
 No external CSS, scripts or images: the file can be mailed, attached to an MLflow run or opened
-from disk. Every text coming from data is HTML-escaped.
+from disk. Every text coming from data is HTML-escaped. Wide tables scroll inside their own box,
+so the page fits a 1,280-pixel window (checked in headless Chromium by tests/integration/test_report_browser.py).
 """
 
 from __future__ import annotations
@@ -12,7 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from components.contracts.summary import EvaluationSummary
+from components.evaluation.answer_viewer import STYLE as VIEWER_STYLE
+from components.evaluation.answer_viewer import render_viewer
+from components.evaluation.metric_labels import label
 from components.evaluation.statistics import Comparison
+from components.registry.gate import GateDecision
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -22,6 +30,11 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .warning { background: #fff3cd; border: 2px solid #d39e00; padding: 0.8em; font-weight: bold; }
 .sig { background: #e6f4ea; } img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 details { margin: 0.5em 0 1.5em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.verdict { border: 2px solid; padding: 0.6em 1em; margin: 1em 0; }
+.verdict.pass { background: #e6f4ea; border-color: #2e7d32; } .verdict.fail { background: #fdecea; border-color: #c62828; }
+.verdict h2 { margin: 0.2em 0; } .fail-row { background: #fdecea; }
+.def { color: #555; font-size: 0.9em; text-align: left; }
 """
 
 
@@ -41,7 +54,7 @@ def _table(header: list[str], rows: list[list[object]], classes: list[str] | Non
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
 def _image(path: Path) -> str:
@@ -49,34 +62,71 @@ def _image(path: Path) -> str:
     return f'<img alt="{html.escape(Path(path).stem)}" src="data:image/png;base64,{data}">'
 
 
-def _section_rows(section: dict) -> list[list[object]]:
+def _section_rows(name: str, section: dict) -> list[list[object]]:
+    """metric | what it is | better | base | tuned | tuned − base for every base_<m> / tuned_<m> key."""
     keys = sorted({k[len("base_"):] for k in section if k.startswith("base_")})
     rows = []
     for key in keys:
         base, tuned = section.get(f"base_{key}"), section.get(f"tuned_{key}")
         delta = tuned - base if isinstance(base, (int, float)) and isinstance(tuned, (int, float)) else None
-        rows.append([key, base, tuned, delta])
+        info = label(name, key)
+        rows.append([info.label, info.definition, info.better, base, tuned, delta])
     return rows
 
 
+def _metric_table(name: str, section: dict) -> str:
+    rows = _section_rows(name, section)
+    head = "".join(f"<th>{h}</th>" for h in ("metric", "what it is", "better", "base", "tuned", "tuned − base"))
+    body = "".join(
+        f"<tr><td>{html.escape(r[0])}</td><td class=\"def\">{html.escape(r[1])}</td><td>{html.escape(r[2])}</td>"
+        + "".join(f"<td>{_cell(v)}</td>" for v in r[3:]) + "</tr>"
+        for r in rows
+    )
+    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def render_verdict(decision: GateDecision | None, note: str = "") -> str:
+    """The gates' decision and its reasons, then one row per gate (failed rows highlighted)."""
+    if decision is None:
+        return '<div id="verdict" class="verdict fail"><h2>Verdict: gates not evaluated</h2></div>'
+    failed = decision.reasons()
+    head = "Verdict: passes every gate" if decision.passed else f"Verdict: refused by {len(failed)} gate(s)"
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in failed)
+    rows = decision.rows()
+    table = _table(
+        ["gate", "value", "threshold", "verdict", "reason"],
+        [[r["gate"], r["value"], r["threshold"], r["verdict"], r["reason"]] for r in rows],
+        ["" if r["verdict"] == "pass" else "fail-row" for r in rows],
+    )
+    return (
+        f'<div id="verdict" class="verdict {"pass" if decision.passed else "fail"}"><h2>{head}</h2>'
+        + (f"<ul>{reasons}</ul>" if reasons else "")
+        + (f"<p>{html.escape(note)}</p>" if note else "")
+        + f"</div><details><summary>every gate</summary>{table}</details>"
+    )
+
+
 def render_html(
-    metrics: dict,
+    summary: EvaluationSummary,
     comparisons: list[Comparison],
     consistency: pd.DataFrame,
     diversity: pd.DataFrame,
     plots: list[Path],
     engine_line: str,
     generation: dict,
+    decision: GateDecision | None = None,
+    samples: pd.DataFrame | None = None,
+    verdict_note: str = "",
 ) -> str:
     """The whole report page as one string (call after the plots are written)."""
-    c, d = metrics.get("consistency", {}), metrics.get("diversity", {})
-    engine = metrics.get("engine") or {}
+    c, d = summary.consistency, summary.diversity
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>groupwise evaluation</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{_STYLE}{VIEWER_STYLE}</style></head><body>",
         "<h1>groupwise evaluation: base vs tuned</h1>",
+        render_verdict(decision, verdict_note),
     ]
-    if engine.get("fallback"):
+    if summary.engine is not None and summary.engine.fallback:
         parts.append(f'<p class="warning">{html.escape(engine_line.replace("**", ""))}</p>')
     elif engine_line:
         parts.append(f"<p>{html.escape(engine_line.replace('`', ''))}</p>")
@@ -87,26 +137,26 @@ def render_html(
                 [[m, g.get("sequences"), g.get("tokens"), g.get("seconds"), g.get("tokens_per_s")] for m, g in generation.items()],
             )
         )
-    scopes = [*((f"domain {name}", r) for name, r in (c.get("per_domain") or {}).items()), ("overall", c)]
-    if not c.get("valid", True):
-        parts.append(f'<p class="warning">INVALID consistency evaluation: {html.escape(str(c.get("invalid_reason")))}</p>')
+    scopes = [*((f"domain {name}", r) for name, r in c.per_domain.items()), ("overall", c)]
+    if c.valid is False:
+        parts.append(f'<p class="warning">INVALID consistency evaluation: {html.escape(str(c.invalid_reason))}</p>')
     parts += [
-        f"<h2>Headline: the paper's gap on {html.escape(str(c.get('axis')))} (|mean H(A) − mean H(B)| per group)</h2>",
+        f"<h2>Headline: the paper's gap on {html.escape(str(c.axis))} (|mean H(A) − mean H(B)| per group)</h2>",
         _table(
             ["scope", "groups", "base gap", "tuned gap", "relative reduction", "CI low", "CI high", "p (t)", "q (BH)"],
-            [[name, r.get("n_groups"), r.get("base_mean_gap"), r.get("tuned_mean_gap"), r.get("relative_gap_reduction"),
-              r.get("ci_low"), r.get("ci_high"), r.get("p_value"), r.get("q_value")] for name, r in scopes],
+            [[name, r.n_groups, r.base_mean_gap, r.tuned_mean_gap, r.relative_gap_reduction,
+              r.ci_low, r.ci_high, r.p_value, r.q_value] for name, r in scopes],
         ),  # fmt: skip
-        f"<p>Detectable reduction at alpha = {_cell(c.get('alpha'))} with power {_cell(c.get('power'))}: "
-        f"{_cell(c.get('detectable_reduction'))} ({_cell(c.get('detectable_relative_reduction'))} of the base gap). "
-        f"Truncated samples: base {_cell(c.get('base_truncated_share'))}, tuned {_cell(c.get('tuned_truncated_share'))} "
-        f"(max_new_tokens = {_cell(c.get('max_new_tokens'))}). {html.escape(str(c.get('gap_change_reason') or ''))}</p>",
-        f"<h2>Consistency ({_cell(c.get('n_groups'))} held-out groups)</h2>",
-        f"<p>Relative gap reduction {_cell(c.get('relative_gap_reduction'))}; paired t-test on the per-group gaps "
-        f"t = {_cell(c.get('t_statistic'))}, p = {_cell(c.get('p_value'))}; Wilcoxon p = {_cell(c.get('p_value_wilcoxon'))}.</p>",
-        _table(["metric", "base", "tuned", "tuned − base"], _section_rows(c)),
-        f"<h2>Diversity ({_cell(d.get('n_tasks'))} tasks)</h2>",
-        _table(["metric", "base", "tuned", "tuned − base"], _section_rows(d)),
+        f"<p>Detectable reduction at alpha = {_cell(c.alpha)} with power {_cell(c.power)}: "
+        f"{_cell(c.detectable_reduction)} ({_cell(c.detectable_relative_reduction)} of the base gap). "
+        f"Truncated samples: base {_cell(c.base_truncated_share)}, tuned {_cell(c.tuned_truncated_share)} "
+        f"(max_new_tokens = {_cell(c.max_new_tokens)}). {html.escape(str(c.gap_change_reason or ''))}</p>",
+        f"<h2>Consistency ({_cell(c.n_groups)} held-out groups)</h2>",
+        f"<p>Relative gap reduction {_cell(c.relative_gap_reduction)}; paired t-test on the per-group gaps "
+        f"t = {_cell(c.t_statistic)}, p = {_cell(c.p_value)}; Wilcoxon p = {_cell(c.p_value_wilcoxon)}.</p>",
+        _metric_table("consistency", c.to_dict()),
+        f"<h2>Diversity ({_cell(d.n_tasks)} tasks)</h2>",
+        _metric_table("diversity", d.to_dict()),
         "<h2>Paired tests</h2><p>delta = b − a with a paired bootstrap confidence interval; "
         "q: Benjamini–Hochberg within each family; highlighted: q &lt; alpha.</p>",
         _table(
@@ -116,14 +166,15 @@ def render_html(
         ),
         "<h2>Plots</h2>",
         *(_image(p) for p in plots),
+        render_viewer(samples, consistency) if samples is not None else "",
         "<h2>Per-group tables</h2>",
-        "<details><summary>consistency groups</summary>",
+        '<details><summary>consistency groups</summary><div class="scroll">',
         consistency.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0),
-        "</details><details><summary>diversity tasks</summary>",
+        '</div></details><details><summary>diversity tasks</summary><div class="scroll">',
         diversity.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0),
-        "</details>",
+        "</div></details>",
     ]
-    notes = metrics.get("notes") or []
+    notes = summary.notes
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("</body></html>\n")

@@ -1,8 +1,11 @@
 """Per-group evaluation rows (base vs tuned on the same prompts and seeds) and their summary.
 
 One `consistency_record` per held-out consistency group and one `diversity_record` per diversity
-task; `summarize` turns the two tables into the content of `metrics.json`. Group-level means
-weigh every group equally (a group's value is itself a mean over its samples).
+task; `summarize` turns the two tables into the statistics of `metrics.json` (its `consistency`,
+`diversity` and `notes`, as a dict; `components.evaluation.run.evaluation_summary` validates them
+into the `EvaluationSummary` contract, `components.contracts.summary`, whose fields these keys
+are). Group-level means weigh every group equally (a group's value is itself a mean over its
+samples).
 """
 
 from __future__ import annotations

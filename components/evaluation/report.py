@@ -6,9 +6,11 @@ never sees a half-written file; `metrics.json` is written last, so its presence 
 is complete. JSON is written with `allow_nan=False`: a NaN that slipped through fails loudly here
 instead of reaching DVC or the gate.
 
-metrics.json holds the gate's inputs (`consistency`, `diversity`), which engine produced them
-(`engine`, with the fallback recorded) and `notes`; it holds no null outside the places the
-gate allows one, and no timing (so `dvc metrics diff` compares results only). The per-metric tests
+metrics.json is the `EvaluationSummary` (`components.contracts.summary`, written by its one
+writer): the gate's inputs (`consistency`, `diversity`), which engine produced them (`engine`,
+with the fallback recorded) and `notes`; it holds no null outside the places the gate allows one,
+and no timing (so `dvc metrics diff` compares results only). The tables below name their rows by
+the summary's fields, checked when this module loads. The per-metric tests
 with bootstrap CIs and Benjamini–Hochberg q-values, and the generation throughput, go to
 statistics.json and comparisons.csv (values there may be null); metric_deltas.csv holds the
 base-vs-tuned rows alone (metric, delta, CI, q-value), the table behind DVC's `metric_deltas` plot.
@@ -19,12 +21,20 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
 
+from components.contracts.summary import (
+    ConsistencySummary,
+    DiversitySummary,
+    DomainTest,
+    EvaluationSummary,
+    summary_json,
+    write_summary,
+)
 from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.html_report import render_html
 from components.evaluation.plots import (
@@ -37,6 +47,7 @@ from components.evaluation.plots import (
 )
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, MODELS
 from components.evaluation.statistics import Comparison
+from components.registry.gate import GateDecision
 
 
 @dataclass(frozen=True)
@@ -115,135 +126,146 @@ def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
     return f"{change} ({(tuned - base) / base:+.1%})" if base else change
 
 
+# (label, metric): rows of base_<metric> and tuned_<metric>, fields of the summary's section
 CONSISTENCY_ROWS = (
-    ("paper's gap, abs. H(A) − H(B) (nats, lower is more consistent)", "base_mean_gap", "tuned_mean_gap"),
-    ("noise floor of that gap (sampling alone)", "base_noise_floor", "tuned_noise_floor"),
-    ("excess over the noise floor", "base_excess_gap", "tuned_excess_gap"),
-    ("signed difference H(A) − H(B) (systematic bias)", "base_signed_diff", "tuned_signed_diff"),
-    ("within-variant sd of H", "base_within_variant_sd", "tuned_within_variant_sd"),
-    ("any-variant gap (max − min over all variants)", "base_any_variant_gap", "tuned_any_variant_gap"),
-    ("paraphrase gap (same axis values, other phrasing)", "base_paraphrase_gap", "tuned_paraphrase_gap"),
-    ("semantic agreement (modal meaning share)", "base_semantic_agreement", "tuned_semantic_agreement"),
-    ("cross-variant cosine", "base_cross_variant_cosine", "tuned_cross_variant_cosine"),
-    ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
-    ("words per response", "base_mean_words", "tuned_mean_words"),
-    ("empty responses (share)", "base_empty_rate", "tuned_empty_rate"),
-    ("truncated at max_new_tokens (share)", "base_truncated_share", "tuned_truncated_share"),
+    ("paper's gap, abs. H(A) − H(B) (nats, lower is more consistent)", "mean_gap"),
+    ("noise floor of that gap (sampling alone)", "noise_floor"),
+    ("excess over the noise floor", "excess_gap"),
+    ("signed difference H(A) − H(B) (systematic bias)", "signed_diff"),
+    ("within-variant sd of H", "within_variant_sd"),
+    ("any-variant gap (max − min over all variants)", "any_variant_gap"),
+    ("paraphrase gap (same axis values, other phrasing)", "paraphrase_gap"),
+    ("semantic agreement (modal meaning share)", "semantic_agreement"),
+    ("cross-variant cosine", "cross_variant_cosine"),
+    ("helpfulness H_norm", "helpfulness"),
+    ("words per response", "words"),
+    ("empty responses (share)", "empty_rate"),
+    ("truncated at max_new_tokens (share)", "truncated_share"),
 )
 DIVERSITY_ROWS = (
-    ("distinct-1", "base_distinct_1", "tuned_distinct_1"),
-    ("distinct-2", "base_distinct_2", "tuned_distinct_2"),
-    ("self-BLEU (lower is more diverse)", "base_self_bleu", "tuned_self_bleu"),
-    ("Vendi score", "base_vendi", "tuned_vendi"),
-    ("semantic entropy (nats)", "base_semantic_entropy", "tuned_semantic_entropy"),
-    ("meaning clusters", "base_n_clusters", "tuned_n_clusters"),
-    ("validity", "base_validity", "tuned_validity"),
-    ("coverage of valid answers", "base_coverage", "tuned_coverage"),
-    ("Unique@N", "base_unique_at_n", "tuned_unique_at_n"),
-    ("TV distance to uniform (lower is better)", "base_tv_to_uniform", "tuned_tv_to_uniform"),
-    ("KL to uniform (nats, lower is better)", "base_kl_to_uniform", "tuned_kl_to_uniform"),
-    ("JS distance to uniform (lower is better)", "base_js_to_uniform", "tuned_js_to_uniform"),
-    ("helpfulness H_norm", "base_helpfulness", "tuned_helpfulness"),
-    ("words per response", "base_words", "tuned_words"),
-    ("empty responses (share)", "base_empty_rate", "tuned_empty_rate"),
+    ("distinct-1", "distinct_1"),
+    ("distinct-2", "distinct_2"),
+    ("self-BLEU (lower is more diverse)", "self_bleu"),
+    ("Vendi score", "vendi"),
+    ("semantic entropy (nats)", "semantic_entropy"),
+    ("meaning clusters", "n_clusters"),
+    ("validity", "validity"),
+    ("coverage of valid answers", "coverage"),
+    ("Unique@N", "unique_at_n"),
+    ("TV distance to uniform (lower is better)", "tv_to_uniform"),
+    ("KL to uniform (nats, lower is better)", "kl_to_uniform"),
+    ("JS distance to uniform (lower is better)", "js_to_uniform"),
+    ("helpfulness H_norm", "helpfulness"),
+    ("words per response", "words"),
+    ("empty responses (share)", "empty_rate"),
 )
+for _record, _rows in ((ConsistencySummary, CONSISTENCY_ROWS), (DiversitySummary, DIVERSITY_ROWS)):
+    for _, _metric in _rows:  # a row whose field the summary lacks fails here, on import
+        _record.key(f"base_{_metric}"), _record.key(f"tuned_{_metric}")
 
-_CONSISTENCY_NAMES = {name for name, _, _ in CONSISTENCY_ROWS}  # a diversity row of the same name says so
+_CONSISTENCY_NAMES = {name for name, _ in CONSISTENCY_ROWS}  # a diversity row of the same name says so
 
 
-def engine_banner(metrics: dict) -> str:
+def as_summary(metrics: EvaluationSummary | Mapping) -> EvaluationSummary:
+    """The summary, or a metrics.json dict validated into one (SummaryError naming a bad field)."""
+    return metrics if isinstance(metrics, EvaluationSummary) else EvaluationSummary.from_dict(metrics)
+
+
+def engine_banner(metrics: EvaluationSummary | Mapping) -> str:
     """One line saying which engine ran; a loud warning when it is a fallback."""
-    engine = metrics.get("engine") or {}
-    if not engine:
+    engine = as_summary(metrics).engine
+    if engine is None:
         return ""
-    if engine.get("fallback"):
+    if engine.fallback:
         return (
-            f"**WARNING: FALLBACK ENGINE.** Requested `{engine.get('requested')}`, evaluated with "
-            f"`{engine.get('used')}` (eval.allow_fallback is true). Cause: {engine.get('fallback_reason')}"
+            f"**WARNING: FALLBACK ENGINE.** Requested `{engine.requested}`, evaluated with "
+            f"`{engine.used}` (eval.allow_fallback is true). Cause: {engine.fallback_reason}"
         )
-    return f"Generation engine: `{engine.get('used')}`."
+    return f"Generation engine: `{engine.used}`."
 
 
-def headline_lines(consistency: dict) -> list[str]:
+def headline_lines(consistency: ConsistencySummary) -> list[str]:
     """The paper's gap per domain and overall, with CI, p, q, the detectable effect and validity."""
-    axis = consistency.get("axis") or "axis"
-    lines = [f"## Headline: the paper's gap on `{axis}` (|mean H(A) − mean H(B)| per group, nats)", ""]
-    if not consistency.get("valid", True):
-        lines += [f"> **INVALID consistency evaluation:** {consistency.get('invalid_reason')}", ""]
+    c = consistency
+    lines = [f"## Headline: the paper's gap on `{c.axis or 'axis'}` (|mean H(A) − mean H(B)| per group, nats)", ""]
+    if c.valid is False:
+        lines += [f"> **INVALID consistency evaluation:** {c.invalid_reason}", ""]
     lines += [
         "| scope | groups | base gap | tuned gap | change | 95 % CI of change | p (t) | q (BH) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    scopes = [*((f"domain `{d}`", r) for d, r in (consistency.get("per_domain") or {}).items()), ("**overall**", consistency)]
+    scopes: list[tuple[str, DomainTest | ConsistencySummary]] = [
+        *((f"domain `{d}`", r) for d, r in c.per_domain.items()), ("**overall**", c)
+    ]
     for name, r in scopes:
-        ci = "n/a" if r.get("ci_low") is None else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        ci = "n/a" if r.ci_low is None else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
         lines.append(
-            f"| {name} | {r.get('n_groups', 0)} | {_fmt(r.get('base_mean_gap'))} | {_fmt(r.get('tuned_mean_gap'))} "
-            f"| {_change(r.get('base_mean_gap'), r.get('tuned_mean_gap'))} | {ci} | {_fmt_p(r.get('p_value'))} "
-            f"| {_fmt_p(r.get('q_value'))} |"
+            f"| {name} | {r.n_groups} | {_fmt(r.base_mean_gap)} | {_fmt(r.tuned_mean_gap)} "
+            f"| {_change(r.base_mean_gap, r.tuned_mean_gap)} | {ci} | {_fmt_p(r.p_value)} | {_fmt_p(r.q_value)} |"
         )
-    detectable = consistency.get("detectable_reduction")
-    if detectable is not None:
-        relative = consistency.get("detectable_relative_reduction")
+    if c.detectable_reduction is not None:
+        relative = c.detectable_relative_reduction
         share = f" ({relative:.0%} of the base gap)" if relative is not None else ""
+        power = 0.8 if c.power is None else c.power
         lines += [
             "",
-            f"Detectable effect: this design (n = {consistency.get('n_groups')} groups) detects a gap reduction of "
-            f"{detectable:.3f}{share} at α = {consistency.get('alpha')} with {consistency.get('power', 0.8):.0%} power "
+            f"Detectable effect: this design (n = {c.n_groups} groups) detects a gap reduction of "
+            f"{c.detectable_reduction:.3f}{share} at α = {c.alpha} with {power:.0%} power "
             "(sd of differences taken as √2 × the sd of the base gaps); a smaller true change would likely read as "
             "not significant.",
         ]
     lines += [
         "",
-        f"Truncated samples: base {_fmt(consistency.get('base_truncated_share'))}, tuned "
-        f"{_fmt(consistency.get('tuned_truncated_share'))} (max_new_tokens = {consistency.get('max_new_tokens')}).",
+        f"Truncated samples: base {_fmt(c.base_truncated_share)}, tuned "
+        f"{_fmt(c.tuned_truncated_share)} (max_new_tokens = {c.max_new_tokens}).",
         "",
     ]
     return lines
 
 
-def render_markdown(metrics: dict, comparisons: list[Comparison] | None = None) -> str:
+def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comparison] | None = None) -> str:
     """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
-    consistency = metrics.get("consistency", {})
-    diversity = metrics.get("diversity", {})
+    summary = as_summary(metrics)
+    consistency, diversity = summary.consistency, summary.diversity
     lines = ["# Evaluation: base vs tuned", ""]
-    banner = engine_banner(metrics)
+    banner = engine_banner(summary)
     if banner:
-        lines += [f"> {banner}" if metrics["engine"].get("fallback") else banner, ""]
+        lines += [f"> {banner}" if summary.engine.fallback else banner, ""]
     lines += headline_lines(consistency)
     lines += [
-        f"- consistency groups: {consistency.get('n_groups', 0)}",
-        f"- diversity tasks: {diversity.get('n_tasks', 0)}",
+        f"- consistency groups: {consistency.n_groups}",
+        f"- diversity tasks: {diversity.n_tasks}",
         "",
         "| metric | base | tuned | change |",
         "|---|---|---|---|",
     ]
     rows = [("consistency", *r) for r in CONSISTENCY_ROWS]
-    if diversity.get("n_tasks"):
+    if diversity.n_tasks:
         rows += [("diversity", *r) for r in DIVERSITY_ROWS]
     section = {"consistency": consistency, "diversity": diversity}
-    for part, name, base_key, tuned_key in rows:
-        base, tuned = section[part].get(base_key), section[part].get(tuned_key)
-        digits = 1 if "words" in base_key else 3
-        if "signed" in base_key and base is not None and tuned is not None:  # a relative change of a signed value misleads
+    for part, name, metric in rows:
+        base, tuned = getattr(section[part], f"base_{metric}"), getattr(section[part], f"tuned_{metric}")
+        digits = 1 if metric == "words" else 3
+        if metric == "signed_diff" and base is not None and tuned is not None:  # a relative change of a signed value misleads
             lines.append(f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {tuned - base:+.{digits}f} |")
             continue
         label = f"{name} (diversity tasks)" if part == "diversity" and name in _CONSISTENCY_NAMES else name
         lines.append(
             f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
         )
+    c = consistency
     lines += [
         "",
-        f"Paired t-test on the per-group gap (n = {consistency.get('n_groups', 0)}): "
-        f"t = {_fmt(consistency.get('t_statistic'))}, p = {_fmt_p(consistency.get('p_value'))}, "
-        f"q (BH over overall and per-domain tests) = {_fmt_p(consistency.get('q_value'))}; "
-        f"Wilcoxon p = {_fmt_p(consistency.get('p_value_wilcoxon'))}; significant: {_fmt(consistency.get('significant'))}. "
-        f"Signed difference p (base / tuned): {_fmt_p(consistency.get('base_signed_diff_p'))} / "
-        f"{_fmt_p(consistency.get('tuned_signed_diff_p'))}. {consistency.get('gap_change_reason') or ''}",
+        f"Paired t-test on the per-group gap (n = {c.n_groups}): "
+        f"t = {_fmt(c.t_statistic)}, p = {_fmt_p(c.p_value)}, "
+        f"q (BH over overall and per-domain tests) = {_fmt_p(c.q_value)}; "
+        f"Wilcoxon p = {_fmt_p(c.p_value_wilcoxon)}; significant: {_fmt(c.significant)}. "
+        f"Signed difference p (base / tuned): {_fmt_p(c.base_signed_diff_p)} / "
+        f"{_fmt_p(c.tuned_signed_diff_p)}. {c.gap_change_reason or ''}",
     ]
     if comparisons:
         lines += ["", *comparison_table(comparisons)]
-    notes = metrics.get("notes") or []
+    notes = summary.notes
     if notes:
         lines += ["", "Notes:", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
@@ -279,12 +301,19 @@ def write_report(
     out_dir: Path,
     consistency: pd.DataFrame,
     diversity: pd.DataFrame,
-    metrics: dict,
+    metrics: EvaluationSummary | Mapping,
     comparisons: list[Comparison] | None = None,
     settings: dict | None = None,
     generation: dict | None = None,
+    decision: GateDecision | None = None,
+    samples: pd.DataFrame | None = None,
+    verdict_note: str = "",
 ) -> ReportFiles:
-    """Write the evaluation report into `out_dir` (created if missing); returns the paths."""
+    """Write the evaluation report into `out_dir` (created if missing); returns the paths. `metrics`:
+    the summary (or its dict, validated first); metrics.json is written last, by `write_summary`.
+    `decision` (the gates' verdict) and `samples` (one row per answer) feed report.html's verdict and
+    answer viewer."""
+    summary = as_summary(metrics)
     comparisons = comparisons or []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -305,12 +334,12 @@ def write_report(
         html=out_dir / "report.html",
     )
     # fail before writing anything
-    metrics_text = json.dumps(metrics, indent=2, allow_nan=False) + "\n"
+    summary_json(summary)
     payload = {**statistics_payload(comparisons, settings or {}), "generation": generation or {}}
     statistics_text = json.dumps(payload, indent=2, allow_nan=False) + "\n"
     consistency = _with_columns(consistency, CONSISTENCY_COLUMNS)
     diversity = _with_columns(diversity, DIVERSITY_COLUMNS)
-    summary = metrics.get("consistency", {})
+    headline = summary.consistency.to_dict()
 
     _atomic_write(files.per_group_consistency, lambda p: consistency.to_csv(p, index=False))
     _atomic_write(files.per_group_diversity, lambda p: diversity.to_csv(p, index=False))
@@ -319,13 +348,16 @@ def write_report(
     _atomic_write(files.comparisons, lambda p: comparisons_frame(comparisons).to_csv(p, index=False))
     _atomic_write(files.metric_deltas_csv, lambda p: metric_deltas_frame(comparisons).to_csv(p, index=False))
     _atomic_write(files.statistics, lambda p: p.write_text(statistics_text))
-    _atomic_write(files.entropy_gap_png, lambda p: plot_gaps(consistency, summary, p))
+    _atomic_write(files.entropy_gap_png, lambda p: plot_gaps(consistency, headline, p))
     _atomic_write(files.coverage_png, lambda p: plot_coverage(diversity, p))
     _atomic_write(files.answer_frequency_png, lambda p: plot_answer_frequency(diversity, p))
     _atomic_write(files.metric_deltas_png, lambda p: plot_metric_deltas(comparisons, p))
-    markdown = render_markdown(metrics, comparisons)
+    markdown = render_markdown(summary, comparisons)
     _atomic_write(files.summary, lambda p: p.write_text(markdown))
-    html = render_html(metrics, comparisons, consistency, diversity, files.plots(), engine_banner(metrics), generation or {})
+    html = render_html(
+        summary, comparisons, consistency, diversity, files.plots(), engine_banner(summary), generation or {},
+        decision, samples, verdict_note,
+    )  # fmt: skip
     _atomic_write(files.html, lambda p: p.write_text(html, encoding="utf-8"))
-    _atomic_write(files.metrics, lambda p: p.write_text(metrics_text))
+    write_summary(files.metrics, summary)
     return files

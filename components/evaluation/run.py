@@ -5,29 +5,50 @@ tuned: the checkpoint's LoRA adapter), with identical chat-templated prompts and
 so per-group differences come from the adapter alone. All samples are embedded once
 (all-MiniLM-L6-v2) for the semantic metrics. Returns one row per group (see `records`) and one per
 sample.
+
+The evaluation's entry point is `prepare_evaluation` (checks, and the hashes of what will be read)
+then `evaluate_and_report` (sample, score, summarise into the `EvaluationSummary` that is
+metrics.json, write the report folder).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from components.config import Params
+from components.contracts.errors import UserError
+from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
-from components.evaluation.records import Semantics, consistency_record, diversity_record
-from components.generation.engines import EngineChoice, GenerationEngine, Sample, open_engine
+from components.evaluation.comparisons import compare_all
+from components.evaluation.records import (
+    Semantics,
+    SummarySettings,
+    consistency_record,
+    diversity_record,
+    summarize,
+)
+from components.evaluation.report import ReportFiles, write_report
+from components.evaluation.statistics import Comparison
+from components.generation.engines import (
+    EngineChoice,
+    GenerationEngine,
+    Sample,
+    open_engine,
+)
 from components.generation.sampling import SamplingConfig
 from components.grpo.checkpoint import ADAPTER_DIR, STATE_FILE, read_state
 from components.models.provision import read_provenance
+from components.registry.gate import evaluate_gates
 
 
-class EvaluationInputError(ValueError):
+class EvaluationInputError(UserError, ValueError):
     """The evaluation set or the checkpoint cannot be evaluated (the message says why)."""
 
 
@@ -246,3 +267,107 @@ def evaluate_models(
         pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice,
         {"base": base_stats, "tuned": tuned_stats}, base_out,
     )  # fmt: skip
+
+
+def summary_settings(params: Params) -> SummarySettings:
+    """The evaluation's summary settings from params (significance, truncation rule, power, bootstrap)."""
+    cfg = params.eval
+    return SummarySettings(
+        alpha=cfg.alpha, max_truncated_share=cfg.max_truncated_share, max_new_tokens=cfg.max_new_tokens,
+        power=cfg.power, bootstrap_resamples=cfg.bootstrap_resamples, confidence_level=cfg.confidence_level,
+        seed=params.seed,
+    )  # fmt: skip
+
+
+def evaluation_summary(frames: EvaluationFrames, params: Params, evaluated: EvaluatedFiles | None) -> EvaluationSummary:
+    """metrics.json of an evaluation: `summarize`'s statistics, what was evaluated (the candidate
+    and the hashes of its files), how H_norm was scored and which engine sampled (a fallback first
+    in the notes)."""
+    content = summarize(frames.consistency, frames.diversity, summary_settings(params))
+    if frames.engine.fell_back:
+        content["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
+    content["candidate"] = params.eval.candidate.model_dump()
+    if evaluated is not None:
+        content["evaluated"] = evaluated.to_dict()
+    content["helpfulness_definition"] = {"scope": params.reward.entropy_scope, "max_words": params.reward.entropy_max_words}
+    content["engine"] = frames.engine.to_dict()
+    return EvaluationSummary.from_dict(content)
+
+
+def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> EvaluatedFiles:
+    """Before anything is loaded: put back a checkpoint a killed save left aside, check the groups
+    are validated and the adapter loads (each message to `say`), and return the hashes of what will
+    be read (what metrics.json vouches for is what was read)."""
+    from components.grpo.checkpoint import recover_checkpoint
+    from components.registry.binding import EvaluationBinding, check_adapter_loads
+    from components.validation.precondition import ensure_validated
+
+    checkpoint = params.paths.checkpoints / "latest"
+    if note := recover_checkpoint(checkpoint):
+        say(note)
+    say(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
+    adapter = checkpoint / ADAPTER_DIR if params.eval.candidate.source == "adapter" else None
+    if adapter is not None:
+        check_adapter_loads(adapter)
+    return EvaluationBinding.of(params, adapter).record()
+
+
+@dataclass
+class Evaluation:
+    """What `evaluate_and_report` produced: the summary, the frames, the paired tests and the files."""
+
+    summary: EvaluationSummary
+    frames: EvaluationFrames
+    comparisons: list[Comparison]
+    files: ReportFiles
+    samples: Path
+
+    def outputs(self) -> dict[str, str]:
+        """Every file written, by name: the report files and samples.csv."""
+        return {name: str(path) for name, path in asdict(self.files).items()} | {"samples": str(self.samples)}
+
+    def artifacts(self) -> list[Path]:
+        """The report files but the plots, and samples.csv (the plots go to their own folder)."""
+        return [p for p in self.files.paths() if p not in self.files.plots()] + [self.samples]
+
+    def base_vs_tuned_stats(self) -> dict[str, float | None]:
+        """`<family>.<metric>[.<model>].{delta,q_bh}` of the base-vs-tuned comparisons (MLflow metrics)."""
+        return {f"{c.family}.{c.metric}{'.' + c.model if c.model else ''}.{k}": getattr(c, k)
+                for c in self.comparisons if c.family == "base_vs_tuned" for k in ("delta", "q_bh")}  # fmt: skip
+
+    def headline(self) -> str:
+        """One line: the gap base -> tuned, its test, truncation, validity and the engine."""
+        c, engine = self.summary.consistency, self.frames.engine
+        fallback = f" [FALLBACK to {engine.used}]" if engine.fell_back else ""
+        q = "n/a" if c.q_value is None else f"{c.q_value:.3g}"
+        invalid = "" if c.valid else f" INVALID: {c.invalid_reason};"
+        return (
+            f"held-out {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
+            f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {c.base_truncated_share:.1%} / "
+            f"{c.tuned_truncated_share:.1%};{invalid} engine {engine.used}{fallback}"
+        )
+
+
+def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Evaluation:
+    """Base vs the candidate on the held-out groups: sample and score (`evaluate_models`), summarise
+    (`evaluation_summary`), run the paired tests and write the report folder (params.paths.reports:
+    metrics.json last, samples.csv after it)."""
+    from components.data import load_groups
+
+    cfg, out = params.eval, params.paths.reports
+    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest")
+    summary = evaluation_summary(frames, params, evaluated)
+    settings = {"alpha": cfg.alpha, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
+    comparisons = compare_all(
+        frames.consistency, frames.diversity, alpha=cfg.alpha, n_resamples=cfg.bootstrap_resamples,
+        confidence=cfg.confidence_level, seed=params.seed,
+    )  # fmt: skip
+    decision = evaluate_gates(summary, params.gate)  # the champion comparison is register's: it needs the registry
+    note = "The gates of params.yaml on this evaluation; `register` also compares with the current champion."
+    files = write_report(
+        out, frames.consistency, frames.diversity, summary, comparisons, settings, frames.generation,
+        decision, frames.samples, note,
+    )  # fmt: skip
+    samples = out / "samples.csv"
+    frames.samples.to_csv(samples, index=False)
+    return Evaluation(summary, frames, comparisons, files, samples)

@@ -12,62 +12,43 @@ loaded base model; `adapter=None` means the base model.
 
 `open_engine` starts the engine named in params (`eval.engine`); if it cannot start, it falls back
 to transformers only when `eval.allow_fallback` is true, logs a warning and records why in the
-returned `EngineChoice` (evaluation writes it into metrics.json and the summary).
+returned `EngineChoice` (evaluation writes it into metrics.json and the summary). `Sample`, the
+engine interface, its errors and the registry live in `components.generation.interface` (the engine
+modules import that, not this module, which imports them) and are re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from components.config import EvalConfig
-from components.generation.sampling import SamplingConfig
+from components.generation.interface import (
+    ENGINES,
+    EngineFactory,
+    EngineStartError,
+    EngineUnavailableError,
+    GenerationEngine,
+    Sample,
+    register_engine,
+    validate_samples,
+)
+
+__all__ = [
+    "ENGINES",
+    "EngineChoice",
+    "EngineFactory",
+    "EngineStartError",
+    "EngineUnavailableError",
+    "GenerationEngine",
+    "Sample",
+    "open_engine",
+    "register_engine",
+    "validate_samples",
+]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One sampled completion of one prompt."""
-
-    prompt_index: int
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]  # log p(token_t | prompt, tokens_<t) of each completion token
-    text: str
-    truncated: bool  # stopped by max_new_tokens, not by end of sequence
-
-    @property
-    def mean_logprob(self) -> float | None:
-        """(1/T) Σ_t log p_t over the completion tokens; None for an empty completion."""
-        return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
-
-
-class GenerationEngine(Protocol):
-    """What evaluation needs from an engine."""
-
-    name: str
-
-    def generate(
-        self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None
-    ) -> list[list[Sample]]:
-        """cfg.n samples for every prompt (user messages, chat template applied by the engine)."""
-        ...
-
-    def close(self) -> None:
-        """Release the engine (processes, memory)."""
-        ...
-
-
-class EngineUnavailableError(RuntimeError):
-    """The engine's package is not installed (the message says which and how to install it)."""
-
-
-class EngineStartError(RuntimeError):
-    """The engine is installed but could not start (the message names the cause)."""
 
 
 @dataclass(frozen=True)
@@ -91,41 +72,14 @@ class EngineChoice:
         }
 
 
-EngineFactory = Callable[[Path, EvalConfig, str, int], GenerationEngine]
-ENGINES: dict[str, EngineFactory] = {}
-
-
-def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
-    """Register `factory(model_dir, eval_cfg, dtype, seed) -> GenerationEngine` under `name`."""
-
-    def decorator(factory: EngineFactory) -> EngineFactory:
-        if name in ENGINES:
-            raise ValueError(f"generation engine {name!r} is already registered")
-        ENGINES[name] = factory
-        return factory
-
-    return decorator
-
-
-def validate_samples(outputs: list[list[Sample]], n_prompts: int, n: int, engine: str) -> None:
-    """Every prompt got exactly n samples (an engine that drops requests must not go unnoticed)."""
-    if len(outputs) != n_prompts or any(len(samples) != n for samples in outputs):
-        counts = sorted({len(samples) for samples in outputs})
-        raise RuntimeError(
-            f"{engine} engine returned {len(outputs)} prompt outputs with {counts} samples each "
-            f"for {n_prompts} prompts x n={n}"
-        )
-
-
 def open_engine(name: str, model_dir: Path, cfg: EvalConfig, dtype: str, seed: int) -> tuple[GenerationEngine, EngineChoice]:
     """Start engine `name` on the base model in `model_dir`, falling back only if `cfg` allows it."""
     # the engines register themselves on import
     from components.generation import transformers_engine, vllm_engine  # noqa: F401
 
-    if name not in ENGINES:
-        raise ValueError(f"eval.engine: unknown engine {name!r}; known: {sorted(ENGINES)}")
+    factory = ENGINES.get(name, where="eval.engine")
     try:
-        return ENGINES[name](Path(model_dir), cfg, dtype, seed), EngineChoice(name, name)
+        return factory(Path(model_dir), cfg, dtype, seed), EngineChoice(name, name)
     except (EngineUnavailableError, EngineStartError) as exc:
         fallback = "transformers"
         if not cfg.allow_fallback or name == fallback:

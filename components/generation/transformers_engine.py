@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from components.config import EvalConfig
-from components.generation.engines import EngineStartError, Sample, register_engine, validate_samples
+from components.generation.interface import EngineStartError, Sample, register_engine, validate_samples
 from components.generation.sampling import Completion, SamplingConfig, TransformersEngine
 
 
@@ -57,10 +57,12 @@ class TransformersGenerationEngine:
     name = "transformers"
 
     def __init__(self, model_dir: Path, batch_size: int, dtype: str = "float32", show_progress: bool = False):
+        from components.models.device import resolve_device
         from components.models.provision import ModelProvisionError, load_base_model
 
         try:
             self._model, self._tokenizer = load_base_model(Path(model_dir), dtype)
+            self._model.to(resolve_device("auto"))  # the trainer's device policy: this process's GPU, else the CPU
         except (ModelProvisionError, OSError, ValueError) as exc:
             raise EngineStartError(f"transformers engine could not load {model_dir}: {exc}") from exc
         self._batch_size = batch_size

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.config import EvalConfig, VllmConfig
-from components.generation.engines import (
+from components.generation.interface import (
     EngineStartError,
     EngineUnavailableError,
     Sample,

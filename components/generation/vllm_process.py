@@ -25,6 +25,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from components.contracts.errors import UserError
+
 _SPAWN = multiprocessing.get_context("spawn")
 CLOSE_TIMEOUT_S = 60
 POLL_S = 1.0  # how often a waiting parent checks that the child is still alive
@@ -41,7 +43,7 @@ class Completion:
     finish_reason: str | None
 
 
-class EngineProcessError(RuntimeError):
+class EngineProcessError(UserError, RuntimeError):
     """The child could not start its engine, or failed or died while generating."""
 
 

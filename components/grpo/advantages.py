@@ -12,25 +12,21 @@ from typing import Callable
 import torch
 
 from components.config import AdvantageConfig
+from components.contracts.naming import NameRegistry
 
 AdvantageFn = Callable[..., torch.Tensor]  # (rewards, index, cfg, uncertainty=None) -> advantages
-ADVANTAGES: dict[str, AdvantageFn] = {}
-
-
-def register_adv_est(name: str):
-    def decorator(fn: AdvantageFn) -> AdvantageFn:
-        if name in ADVANTAGES:
-            raise ValueError(f"advantage estimator {name!r} is already registered")
-        ADVANTAGES[name] = fn
-        return fn
-
-    return decorator
+ADVANTAGES = NameRegistry[AdvantageFn]("advantage estimator")
+register_adv_est = ADVANTAGES.register
 
 
 def get_adv_est(name: str) -> AdvantageFn:
-    if name not in ADVANTAGES:
-        raise KeyError(f"unknown advantage estimator {name!r}; known: {sorted(ADVANTAGES)}")
-    return ADVANTAGES[name]
+    return ADVANTAGES.get(name)
+
+
+def uses_uncertainty(name: str) -> bool:
+    """Whether estimator `name` reads each group's semantic entropy (it sets `uses_uncertainty = True`):
+    the trainer clusters the samples only for those, and by the estimator's declaration, not its name."""
+    return bool(getattr(get_adv_est(name), "uses_uncertainty", False))
 
 
 def group_mean_std(rewards: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,16 +77,35 @@ def seed_grpo_advantage(
     uncertainty: torch.Tensor | None = None,
     global_std: float | None = None,
 ) -> torch.Tensor:
-    """SEED-GRPO (Chen et al. 2025, arXiv:2505.12346): A'_i = A_i * f(alpha * SE_g / log G).
+    """SEED-GRPO (Chen et al. 2025, arXiv:2505.12346): A'_i = A_i * f(u_g), u_g = SE_g / log G.
 
-    A_i is the `grpo` advantage; SE_g / log G the normalised semantic entropy of the sample's group
-    over meaning clusters (`uncertainty`, see components.grpo.semantic); f(x) = max(1 - x, 0), the
-    paper's linear scaling: confident groups keep their signal, uncertain ones update conservatively.
+    A_i is the `grpo` advantage; u_g the normalised semantic entropy of the sample's group over
+    meaning clusters (`uncertainty`, see components.grpo.semantic). Confident groups keep their
+    signal, uncertain ones update conservatively. `cfg.scaling` picks f (`seed_scale`).
     """
     if uncertainty is None:
         raise ValueError("seed_grpo needs the semantic entropy of each sample's group")
-    scale = (1.0 - cfg.alpha * uncertainty.double()).clamp(min=0.0)
+    scale = seed_scale(uncertainty.double(), cfg.alpha, cfg.scaling)
     return (grpo_advantage(rewards, index, cfg, global_std=global_std).double() * scale).float()
+
+
+seed_grpo_advantage.uses_uncertainty = True
+
+
+def seed_scale(u: torch.Tensor, alpha: float, scaling: str) -> torch.Tensor:
+    """f(u) for u = SE / log G in [0, 1]:
+
+        linear  max(1 - alpha u, 0)   the paper's form
+        exp     exp(-alpha u)         never reaches 0: the most uncertain group keeps e^-alpha
+        focal   (1 - u)^alpha         alpha as the focusing exponent (focal loss's gamma)
+    """
+    if scaling == "linear":
+        return (1.0 - alpha * u).clamp(min=0.0)
+    if scaling == "exp":
+        return torch.exp(-alpha * u)
+    if scaling == "focal":
+        return (1.0 - u).clamp(min=0.0) ** alpha
+    raise ValueError(f"seed_grpo scaling {scaling!r}: expected linear, exp or focal")
 
 
 def advantage_stages(

@@ -26,6 +26,7 @@ T = TypeVar("T")
 class DistContext:
     rank: int = 0
     world_size: int = 1
+    device: torch.device = torch.device("cpu")  # where collectives run: this rank's GPU under nccl
 
     @property
     def enabled(self) -> bool:
@@ -55,21 +56,26 @@ class DistContext:
     def all_reduce_sum(self, values: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return values
-        values = values.clone()
-        dist.all_reduce(values, op=dist.ReduceOp.SUM)
-        return values
+        out = values.to(self.device, copy=True)
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        return out.to(values.device)
 
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()
 
 
-def init_from_env() -> DistContext:
-    """Join the process group torchrun set up (gloo on CPU, nccl on GPU); one process otherwise."""
+def init_from_env(device: str = "auto") -> DistContext:
+    """Join the process group torchrun set up (nccl when this rank's `device` is a GPU, else gloo);
+    one process otherwise. `device` is `train.device` (`components.models.device.resolve_device`)."""
+    from components.models.device import dist_backend, resolve_device
+
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
-        return DistContext()
+        return DistContext(device=resolve_device(device))
+    placed = resolve_device(device)
+    if placed.type == "cuda":
+        torch.cuda.set_device(placed)
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend=backend)
-    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
+        dist.init_process_group(backend=dist_backend(placed))
+    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size(), device=placed)

@@ -8,12 +8,12 @@ mask, matching what `generate` used when the completion was sampled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Sequence
 
 import torch
 
-from components.grpo.types import Rollout
+from components.contracts.rollouts import Rollout
 
 
 @dataclass
@@ -23,6 +23,14 @@ class PackedBatch:
     position_ids: torch.Tensor  # (B, P + C)
     completion_ids: torch.Tensor  # (B, C)
     completion_mask: torch.Tensor  # (B, C) bool
+
+    def to(self, device: torch.device) -> PackedBatch:
+        return _moved(self, device)
+
+
+def _moved(batch, device: torch.device):
+    """A copy of a batch dataclass with every tensor on `device` (no copy where it already is)."""
+    return replace(batch, **{f.name: getattr(batch, f.name).to(device) for f in fields(batch)})
 
 
 def _pad_completions(rollouts: Sequence[Rollout], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,6 +111,9 @@ class SharedPromptBatch:
     completion_ids: torch.Tensor  # (B, C) right-padded
     completion_mask: torch.Tensor  # (B, C) bool
 
+    def to(self, device: torch.device) -> SharedPromptBatch:
+        return _moved(self, device)
+
 
 def pack_shared(rollouts: Sequence[Rollout], pad_id: int) -> SharedPromptBatch:
     unique: dict[tuple[int, ...], int] = {}
@@ -141,7 +152,7 @@ def shared_prompt_logprobs(
     mask = torch.cat([batch.prompt_mask[batch.prompt_of], batch.completion_mask.long()], dim=1)
     prompt_len = batch.prompt_mask.sum(dim=1)[batch.prompt_of]
     width = batch.completion_ids.shape[1]
-    positions = prompt_len.unsqueeze(1) + torch.arange(width).unsqueeze(0)
+    positions = prompt_len.unsqueeze(1) + torch.arange(width, device=prompt_len.device).unsqueeze(0)
     rest = model(
         input_ids=batch.completion_ids[:, :-1] if width > 1 else batch.completion_ids[:, :0],
         attention_mask=mask[:, :-1],

@@ -1,6 +1,7 @@
 """Clipped policy loss with a k3 KL penalty, and the registry of loss normalisations.
 
-Per completion token t of sample i (PPO/GRPO surrogate, Shao et al. 2024):
+Per completion token t of sample i (the default `ppo_clip` surrogate, Shao et al. 2024; others in
+components.grpo.policy_losses, chosen by `train.policy_loss`):
 
     rho_it = exp(logp_it - logp_old_it)
     l_it   = -min(rho_it A_i, clip(rho_it, 1 - eps_low, 1 + eps_high) A_i) + beta * k3_it
@@ -33,25 +34,17 @@ from typing import Callable
 
 import torch
 
+from components.contracts.naming import NameRegistry
+from components.grpo.policy_losses import get_policy_loss
+
 # (lengths (N,), micro_batch (N,) long, max_new_tokens) -> per-sequence weights (N,) float64
 TokenWeightFn = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
-LOSS_TYPES: dict[str, TokenWeightFn] = {}
-
-
-def register_loss_type(name: str):
-    def decorator(fn: TokenWeightFn) -> TokenWeightFn:
-        if name in LOSS_TYPES:
-            raise ValueError(f"loss type {name!r} is already registered")
-        LOSS_TYPES[name] = fn
-        return fn
-
-    return decorator
+LOSS_TYPES = NameRegistry[TokenWeightFn]("loss type")
+register_loss_type = LOSS_TYPES.register
 
 
 def get_loss_type(name: str) -> TokenWeightFn:
-    if name not in LOSS_TYPES:
-        raise KeyError(f"unknown loss type {name!r}; known: {sorted(LOSS_TYPES)}")
-    return LOSS_TYPES[name]
+    return LOSS_TYPES.get(name)
 
 
 @register_loss_type("grpo")
@@ -104,13 +97,16 @@ def clipped_token_loss(
     beta: float,
     kl_ratio_correction: bool = False,
     is_weight: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    policy_loss: str = "ppo_clip",
 ) -> TokenLossTerms:
-    """Per-token clipped surrogate (times the importance weight `is_weight`, (B, T) or (B, 1), when
-    given) + beta * k3; shapes (B, T), advantages (B,)."""
-    adv = advantages.unsqueeze(1).to(logp.dtype)
-    ratio = torch.exp(logp - old_logp)
-    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
-    loss = -torch.min(ratio * adv, clipped * adv)
+    """Per-token surrogate of `policy_loss` (components.grpo.policy_losses; times the importance
+    weight `is_weight`, (B, T) or (B, 1), when given) + beta * k3; shapes (B, T), advantages (B,),
+    `mask` the completion mask (all ones when None)."""
+    surrogate = get_policy_loss(policy_loss)(
+        logp, old_logp, advantages, torch.ones_like(logp, dtype=torch.bool) if mask is None else mask, eps_low, eps_high
+    )
+    loss = surrogate.loss
     if is_weight is not None:
         loss = loss * is_weight.to(loss.dtype)
     if beta > 0:
@@ -119,13 +115,10 @@ def clipped_token_loss(
         delta = ref_logp - logp
         kl = torch.exp(delta) - delta - 1
         if kl_ratio_correction:
-            kl = kl * ratio
+            kl = kl * (surrogate.token_ratio if surrogate.token_ratio is not None else torch.exp(logp - old_logp))
         loss = loss + beta * kl
     else:
         kl = torch.zeros_like(logp)
     return TokenLossTerms(
-        loss=loss,
-        kl=kl.detach(),
-        clipped_low=((ratio < 1 - eps_low) & (adv < 0)).detach(),
-        clipped_high=((ratio > 1 + eps_high) & (adv > 0)).detach(),
+        loss=loss, kl=kl.detach(), clipped_low=surrogate.clipped_low, clipped_high=surrogate.clipped_high
     )

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from components.config import Params
+from components.contracts.naming import NameRegistry
 from components.generation.sampling import SamplingConfig, TransformersEngine
 
 
@@ -54,24 +55,17 @@ class RolloutEngine(Protocol):
 
 
 RolloutEngineFactory = Callable[[Params, object, object, Path], RolloutEngine]
-ROLLOUT_ENGINES: dict[str, RolloutEngineFactory] = {}
+ROLLOUT_ENGINES = NameRegistry[RolloutEngineFactory]("rollout engine")
 
 
 def register_rollout_engine(name: str) -> Callable[[RolloutEngineFactory], RolloutEngineFactory]:
-    def decorator(factory: RolloutEngineFactory) -> RolloutEngineFactory:
-        if name in ROLLOUT_ENGINES:
-            raise ValueError(f"rollout engine {name!r} is already registered")
-        ROLLOUT_ENGINES[name] = factory
-        return factory
-
-    return decorator
+    """Register `factory(params, model, tokenizer, base_model_dir) -> RolloutEngine` under `name`."""
+    return ROLLOUT_ENGINES.register(name)
 
 
 def open_rollout_engine(params: Params, model, tokenizer, base_model_dir: Path) -> RolloutEngine:
     name = params.train.rollout.engine
-    if name not in ROLLOUT_ENGINES:
-        raise ValueError(f"train.rollout.engine: unknown engine {name!r}; known: {sorted(ROLLOUT_ENGINES)}")
-    return ROLLOUT_ENGINES[name](params, model, tokenizer, Path(base_model_dir))
+    return ROLLOUT_ENGINES.get(name, where="train.rollout.engine")(params, model, tokenizer, Path(base_model_dir))
 
 
 class TransformersRolloutEngine:

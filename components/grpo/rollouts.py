@@ -9,11 +9,11 @@ from __future__ import annotations
 import torch
 
 from components.config import AdvantageConfig
-from components.data.schema import PromptGroup
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import GroupBatch, Rollout
 from components.generation.sampling import SamplingConfig
 from components.grpo.rollout_engines import RolloutEngine
 from components.grpo.semantic import get_clusterer, normalized_semantic_entropy
-from components.grpo.types import GroupBatch, Rollout
 
 
 def collect_rollouts(engine: RolloutEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:

@@ -21,30 +21,21 @@ from collections import Counter
 from typing import Callable, Hashable, Sequence
 
 from components.config import AdvantageConfig
-from components.data.schema import PromptGroup
-from components.grpo.types import Rollout
+from components.contracts.errors import UserError
+from components.contracts.groups import PromptGroup
+from components.contracts.naming import NameRegistry
+from components.contracts.rollouts import Rollout
 from components.rewards.diversity import group_answers
 from components.rewards.entropy import words
 
 
 Clusterer = Callable[[Sequence[Rollout], PromptGroup, AdvantageConfig], list[Hashable]]
-CLUSTERERS: dict[str, Clusterer] = {}
-
-
-def register_clusterer(name: str):
-    def decorator(fn: Clusterer) -> Clusterer:
-        if name in CLUSTERERS:
-            raise ValueError(f"clusterer {name!r} is already registered")
-        CLUSTERERS[name] = fn
-        return fn
-
-    return decorator
+CLUSTERERS = NameRegistry[Clusterer]("clusterer")
+register_clusterer = CLUSTERERS.register
 
 
 def get_clusterer(name: str) -> Clusterer:
-    if name not in CLUSTERERS:
-        raise KeyError(f"unknown clusterer {name!r}; known: {sorted(CLUSTERERS)}")
-    return CLUSTERERS[name]
+    return CLUSTERERS.get(name)
 
 
 @register_clusterer("answer")
@@ -56,6 +47,32 @@ def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup, cfg: Advant
         ("answer", answer) if answer is not None else ("text", " ".join(words(r.completion)))
         for r, answer in zip(rollouts, answers)
     ]
+
+
+class ClusteringError(UserError, ValueError):
+    """A clusterer asked for groups it cannot give meanings to."""
+
+
+def check_answer_clustering(groups: Sequence[PromptGroup], cfg: AdvantageConfig) -> None:
+    """An uncertainty-scaled estimator (seed_grpo) with `clustering: answer` needs a valid set (and
+    its normaliser) in every group.
+
+    On free text the `answer` clusterer falls back to exact text; sampled texts almost never repeat,
+    so SE / log G would be ~1 for every group and the scaling a constant factor: refused, naming the
+    first such group.
+    """
+    from components.grpo.advantages import uses_uncertainty
+
+    if cfg.clustering != "answer" or not uses_uncertainty(cfg.estimator):
+        return
+    free = [g.group_id for g in groups if not (g.valid_answers and g.answer_normalizer)]
+    if free:
+        more = f" (and {len(free) - 1} more)" if len(free) > 1 else ""
+        raise ClusteringError(
+            f"group {free[0]}{more}: train.advantage.clustering 'answer' needs valid_answers and an answer_normalizer; "
+            "free text would cluster by exact text (SE / log G ~ 1 for every group, a constant scaling): "
+            "use clustering: embedding"
+        )
 
 
 @register_clusterer("embedding")

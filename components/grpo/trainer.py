@@ -27,19 +27,20 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from components.config import Params
-from components.data.schema import PromptGroup
-from components.config import RolloutConfig
+from components.config import Params, RolloutConfig
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import GroupBatch
 from components.generation.sampling import SamplingConfig
-from components.grpo.rollout_engines import open_rollout_engine
-from components.grpo.advantages import advantage_stages, get_adv_est
+from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncertainty
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
 from components.grpo.distributed import DistContext, init_from_env
+from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
-from components.grpo.types import GroupBatch
+from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
+from components.plugins import check_registered_names
 from components.rewards import compute_rewards
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -95,8 +96,15 @@ def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) 
     payload["params"]["train"].pop("log_rollouts_every", None)
     payload["params"]["train"].pop("snapshot_every", None)
     payload["params"]["train"].pop("merge_lora_for_rollouts", None)  # how rollouts are decoded, not what is trained
+    payload["params"]["train"].pop("device", None)  # where it runs: a state resumes on another device
+    if not params.train.gradient_checkpointing:  # states written before the option stay resumable
+        payload["params"]["train"].pop("gradient_checkpointing", None)
+    if params.train.advantage.scaling == "linear":  # likewise for SEED-GRPO's scaling forms
+        payload["params"]["train"]["advantage"].pop("scaling", None)
     if params.train.rollout == RolloutConfig():  # states written before rollout engines existed stay resumable
         payload["params"]["train"].pop("rollout", None)
+    if params.train.policy_loss == "ppo_clip":  # likewise states written before policy losses were registered
+        payload["params"]["train"].pop("policy_loss", None)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -122,7 +130,7 @@ def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[to
     """Rewards -> advantages for this rank's groups; returns advantages, global metrics and rewards."""
     cfg = params.train
     rewards, per_fn = compute_rewards(batch, params.reward)
-    needs_uncertainty = cfg.advantage.estimator == "seed_grpo" or cfg.advantage.clustering == "answer"
+    needs_uncertainty = uses_uncertainty(cfg.advantage.estimator) or cfg.advantage.clustering == "answer"
     uncertainty = group_uncertainty(batch, cfg.advantage) if needs_uncertainty else None
     global_std = batch_reward_std(rewards, ctx) if cfg.advantage.scale == "batch" and ctx.enabled else None
     advantages = get_adv_est(cfg.advantage.estimator)(
@@ -215,17 +223,22 @@ def train(
     `state_dir` (default: `<checkpoint_dir>/../resume`) holds the newest resumable state;
     `resume=True` continues from it (and refuses a state written for another configuration).
     """
+    check_registered_names(params)
+    check_answer_clustering(groups, params.train.advantage)
     cfg = params.train
-    ctx = ctx or init_from_env()
+    ctx = ctx or init_from_env(cfg.device)
     checkpoint_dir = Path(checkpoint_dir)
     state_dir = Path(state_dir) if state_dir is not None else checkpoint_dir.parent / "resume"
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
-    model = attach_lora(base, params.lora)
+    if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = attach_lora(base, params.lora).to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model
     if ctx.enabled:
-        trainer_model = torch.nn.parallel.DistributedDataParallel(model)
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None  # nccl: this rank's GPU
+        trainer_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = _lr_scheduler(optimizer, params)

@@ -7,7 +7,9 @@
             w_is  = truncated importance weight old vs the rollout engine's log-probs (vLLM
                     rollouts only; components.grpo.mismatch), computed once per batch
             ref   = log pi_ref (adapter disabled), computed once per batch, only when beta > 0
-            loss  = sum_i w_i sum_t l_it m_it          (components.grpo.losses; w_i on the global batch)
+            loss  = sum_i w_i sum_t l_it m_it          (l_it: the `train.policy_loss` surrogate,
+                                                        components.grpo.policy_losses, + beta k3;
+                                                        w_i: the loss type on the global batch, losses.py)
             backward (DDP all-reduces on the last micro-batch only)
         clip the gradient norm, optimizer step, scheduler step
 
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
+from components.contracts.errors import UserError
 from components.config import TrainConfig
+from components.contracts.rollouts import GroupBatch
 from components.grpo.distributed import DistContext
 from components.grpo.logprobs import (
     PackedBatch,
@@ -35,10 +39,9 @@ from components.grpo.logprobs import (
 )
 from components.grpo.losses import clipped_token_loss, get_loss_type
 from components.grpo.mismatch import importance_weights, pack_engine_logprobs
-from components.grpo.types import GroupBatch
 
 
-class TrainingError(FloatingPointError):
+class TrainingError(UserError, FloatingPointError):
     """The loss or the gradients became NaN/inf; nothing was saved."""
 
 
@@ -51,6 +54,13 @@ class MicroBatch:
     micro_id: int = 0  # the micro-batch (of whole groups) these rows belong to; loss weights use it
     engine_logp: torch.Tensor | None = None  # (B, C) log-probs of the engine that sampled the rows (vLLM)
     is_weight: torch.Tensor | None = None  # importance weights, fixed at the first iteration
+
+    def to(self, device: torch.device) -> MicroBatch:
+        """The rows' tensors on the model's device (the packed batch and the engine's log-probs)."""
+        self.packed = self.packed.to(device)
+        if self.engine_logp is not None:
+            self.engine_logp = self.engine_logp.to(device)
+        return self
 
 
 def precision_context(precision: str, device: torch.device):
@@ -156,8 +166,11 @@ def policy_update(
     `model` is the peft model (reference via disable_adapter), `trainer_model` the module that
     takes gradients (the DDP wrapper when distributed, else `model` itself).
     """
+    device = next(model.parameters()).device
     micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts, cfg.rows_per_forward)
-    weights = global_token_weights(batch, micro_batches, cfg, ctx)
+    weights = global_token_weights(batch, micro_batches, cfg, ctx).to(device)
+    micro_batches = [mb.to(device) for mb in micro_batches]
+    advantages = advantages.to(device)
     prepare_fixed_logprobs(model, micro_batches, cfg)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # [loss, kl*mask, tokens, clip_low, clip_high, entropy*mask]
@@ -177,6 +190,7 @@ def policy_update(
                     mb.is_weight, seen = importance_weights(old, mb.engine_logp, mb.packed.completion_mask, cfg.rollout.importance_sampling)
                     mismatch[:3] += seen[:3]
                     mismatch[3] = max(mismatch[3], seen[3])
+                mask = mb.packed.completion_mask
                 terms = clipped_token_loss(
                     logp,
                     old,
@@ -187,8 +201,9 @@ def policy_update(
                     cfg.beta,
                     cfg.kl_ratio_correction,
                     is_weight=mb.is_weight,
+                    mask=mask,
+                    policy_loss=cfg.policy_loss,
                 )
-                mask = mb.packed.completion_mask
                 w = weights[mb.positions].to(logp.dtype).unsqueeze(1)
                 loss = (terms.loss * mask * w).sum()
                 if not torch.isfinite(loss):

@@ -7,6 +7,10 @@ safetensors once. Later runs load that folder in seconds.
 
 `source: tiny` builds a random-weight model with the same tokenizer and architecture family, but
 tiny dimensions, for fast tests.
+
+`source: hf` takes a user's own causal LM in Hugging Face format: a local folder (`model.path`) or a
+model id found in the local HF cache (`model.id`; nothing is downloaded, `HF_HUB_OFFLINE` stays on).
+Safetensors only, never remote code; it must have a chat template and the LoRA target modules.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.contracts.errors import UserError
 from components.config import ModelConfig
-from components.hashing import file_sha256
+from components.hashing import file_sha256, files_sha256
 
 PROVENANCE_FILE = "groupwise_model.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
 
 
-class ModelProvisionError(RuntimeError):
+class ModelProvisionError(UserError, RuntimeError):
     """The base model cannot be provisioned (missing package, bad folder)."""
 
 
@@ -38,6 +43,9 @@ class ModelProvenance:
     n_parameters: int
     spec: dict  # everything that determines the weights: reuse the folder only when it matches
     weights_sha256: str  # of model.safetensors: adapters and registered models are checked against it
+    origin: str = ""  # hf: the folder or model id it came from
+    origin_sha256: str = ""  # hf: of the origin's *.safetensors files (in name order)
+    architecture: str = ""  # e.g. LlamaForCausalLM, Qwen2ForCausalLM
 
 
 def gguf_location(cfg: ModelConfig) -> tuple[Path, str]:
@@ -94,6 +102,67 @@ def _build_tiny_model(cfg: ModelConfig, vocab_size: int, seed: int):
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
+def hf_location(cfg: ModelConfig, root: Path = Path(".")) -> Path:
+    """The folder of a `source: hf` model: `model.path` (relative to the project root) or the
+    snapshot of `model.id` in the local Hugging Face cache; a clear error when it is not there."""
+    if cfg.path is not None:
+        folder = cfg.path if cfg.path.is_absolute() else Path(root) / cfg.path
+        if not folder.is_dir():
+            raise ModelProvisionError(f"model.path {folder}: no such folder")
+        return folder
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(cfg.id, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+        raise ModelProvisionError(
+            f"model.id {cfg.id!r} is not in the local Hugging Face cache ({type(exc).__name__}); groupwise never "
+            f"downloads: on a machine with internet run `hf download {cfg.id}` and copy its HF_HOME cache here, "
+            "or set model.path to a local folder"
+        ) from None
+
+
+def _load_hf(folder: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        found = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".gguf"))
+        raise ModelProvisionError(
+            f"{folder}: no *.safetensors weights (found {found or 'none'}); groupwise loads safetensors only, never pickles"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelProvisionError(
+            f"{folder}: the tokenizer has no chat template (tokenizer_config.json `chat_template` or chat_template.jinja); "
+            "groupwise prompts every model through its chat template"
+        )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    import torch
+
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
+    )
+    return model, tokenizer, weights
+
+
+def check_lora_targets(model, target_modules: list[str], where: str) -> None:
+    """Every LoRA target module name must name some layer of `model` that LoRA can wrap (Linear,
+    transformers' Conv1D, Embedding); else a clear error listing the names it does have."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    kinds = (torch.nn.Linear, torch.nn.Embedding, Conv1D)
+    linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if name and isinstance(module, kinds)})
+    missing = [t for t in target_modules if t not in linear]
+    if missing:
+        raise ModelProvisionError(
+            f"{where}: lora.target_modules {missing} are not modules of this model; the modules LoRA can wrap: {linear}"
+        )
+
+
 def read_provenance(model_dir: Path) -> ModelProvenance | None:
     path = Path(model_dir) / PROVENANCE_FILE
     if not path.is_file():
@@ -104,34 +173,52 @@ def read_provenance(model_dir: Path) -> ModelProvenance | None:
         return None  # written by an older groupwise: rebuild
 
 
-def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProvenance:
+def prepare_base_model(
+    cfg: ModelConfig, out_dir: Path, seed: int, root: Path = Path("."), lora_targets: list[str] | None = None
+) -> ModelProvenance:
     """Write the base model (safetensors + tokenizer + provenance) to `out_dir`, atomically.
 
-    Reuses an existing folder whose provenance matches the requested source, GGUF and dtype.
+    Reuses an existing folder whose provenance matches the requested source, weights and dtype.
+    `lora_targets` (``lora.target_modules``) are checked against the model's modules.
     """
     import torch
 
     out_dir = Path(out_dir)
-    folder, name = gguf_location(cfg)
-    gguf_hash = file_sha256(folder / name)
-    spec = {"source": cfg.source, "gguf_sha256": gguf_hash, "dtype": cfg.dtype}
+    origin, origin_hash, hf_weights = "", "", None
+    if cfg.source == "hf":
+        hf_folder = hf_location(cfg, root)
+        hf_weights = sorted(hf_folder.glob("*.safetensors"))
+        origin = str(cfg.path) if cfg.path is not None else str(cfg.id)
+        origin_hash = files_sha256(hf_weights) if hf_weights else ""
+        name, gguf_hash = "", ""
+        spec = {"source": "hf", "origin_sha256": origin_hash, "dtype": cfg.dtype}
+    else:
+        folder, name = gguf_location(cfg)
+        gguf_hash = file_sha256(folder / name)
+        spec = {"source": cfg.source, "gguf_sha256": gguf_hash, "dtype": cfg.dtype}
     if cfg.source == "tiny":
         spec.update(tiny=cfg.tiny.model_dump(), seed=seed)
     existing = read_provenance(out_dir)
     if existing is not None and existing.spec == spec and (out_dir / "model.safetensors").is_file():
         return existing
 
-    tokenizer = _load_gguf_tokenizer(cfg)
-    if cfg.source == "gguf":
-        model = _build_gguf_model(cfg)
+    if cfg.source == "hf":
+        model, tokenizer, _ = _load_hf(hf_folder)
     else:
-        model = _build_tiny_model(cfg, vocab_size=len(tokenizer), seed=seed)
+        tokenizer = _load_gguf_tokenizer(cfg)
+        if cfg.source == "gguf":
+            model = _build_gguf_model(cfg)
+        else:
+            model = _build_tiny_model(cfg, vocab_size=len(tokenizer), seed=seed)
+    if lora_targets is not None:
+        check_lora_targets(model, lora_targets, f"model ({cfg.source} {origin or name})")
     model = model.to(getattr(torch, _DTYPES[cfg.dtype]))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        # one weights file whatever the size: adapters, bindings and registered versions hash it
+        model.save_pretrained(tmp, safe_serialization=True, max_shard_size="1000GB")
         tokenizer.save_pretrained(tmp)
         provenance = ModelProvenance(
             source=cfg.source,
@@ -141,14 +228,31 @@ def prepare_base_model(cfg: ModelConfig, out_dir: Path, seed: int) -> ModelProve
             n_parameters=sum(p.numel() for p in model.parameters()),
             spec=spec,
             weights_sha256=file_sha256(tmp / "model.safetensors"),
+            origin=origin,
+            origin_sha256=origin_hash,
+            architecture=(model.config.architectures or [type(model).__name__])[0],
         )
         (tmp / PROVENANCE_FILE).write_text(json.dumps(asdict(provenance), indent=2))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+        _swap_in(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return provenance
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """Replace folder `dest` by `new` with no moment where `dest` is missing or half-written:
+    the old folder is renamed aside first and removed only after the new one is in place."""
+    old = dest.with_name(f".{dest.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    try:
+        new.rename(dest)
+    except BaseException:
+        if old.exists() and not dest.exists():
+            old.rename(dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_base_model(model_dir: Path, dtype: str = "float32"):

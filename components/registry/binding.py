@@ -6,24 +6,33 @@ recomputes it from the files on disk and refuses on any difference, so a version
 `@challenger` is the adapter whose metrics passed the gates: a stale metrics.json, an adapter
 retrained (or truncated) since, another base model or other evaluation params are all refused,
 with the differing field named.
+
+What a registered version was built from is recorded with it too: `version_provenance` (group
+files, params, code) and `registration_fingerprint` (adapter and metrics.json, the key that makes
+registration idempotent), both as version tags (`components.contracts.version_tags`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from components.config import Params
+from components.contracts.errors import UserError
+from components.contracts.summary import EvaluatedFiles, EvaluationSummary
+from components.contracts.version_tags import Provenance
 from components.hashing import file_sha256, files_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
 EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
-METRICS_KEY = "evaluated"
+METRICS_KEY = "evaluated"  # the summary's field (`EvaluationSummary.evaluated`)
 
 
-class BindingError(ValueError):
+class BindingError(UserError, ValueError):
     """Registration refused: the files differ from what was evaluated, or the adapter does not load."""
 
 
@@ -72,9 +81,13 @@ class EvaluationBinding:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def differences(self, recorded: dict | None) -> list[str]:
+    def record(self) -> EvaluatedFiles:
+        """As the summary records it (`EvaluationSummary.evaluated`)."""
+        return EvaluatedFiles(**asdict(self))
+
+    def differences(self, recorded: EvaluatedFiles | None) -> list[str]:
         """What differs between these files and what metrics.json says was evaluated (empty: same)."""
-        if not recorded:
+        if recorded is None:
             return ["metrics.json records no evaluated files (written before bindings, or not by `groupwise evaluate`)"]
         what = {
             "adapter_sha256": "the adapter (retrained or changed since it was evaluated)",
@@ -82,24 +95,72 @@ class EvaluationBinding:
             "params_sha256": f"the evaluation params ({', '.join(sorted(EVALUATION_SECTIONS))} of params.yaml)",
         }
         return [
-            f"{text}: evaluated {str(recorded.get(key))[:12]}, now {str(getattr(self, key))[:12]}"
+            f"{text}: evaluated {str(getattr(recorded, key))[:12]}, now {str(getattr(self, key))[:12]}"
             for key, text in what.items()
-            if recorded.get(key) != getattr(self, key)
+            if getattr(recorded, key) != getattr(self, key)
         ]
 
 
-def check_evaluated(params: Params, metrics: dict, metrics_path: Path, adapter: Path) -> None:
-    """Refuse (BindingError) unless `metrics` is the evaluation of this loadable adapter, these base
+def check_evaluated(params: Params, summary: EvaluationSummary, metrics_path: Path, adapter: Path) -> None:
+    """Refuse (BindingError) unless `summary` is the evaluation of this loadable adapter, these base
     weights and these evaluation params."""
-    if (metrics.get("candidate") or {}).get("source", "adapter") != "adapter":
+    if summary.candidate is not None and summary.candidate.source != "adapter":
         raise BindingError(
             f"{metrics_path}: the evaluated candidate was the base model (eval.candidate.source), not an adapter; "
             "nothing to register"
         )
     check_adapter_loads(adapter)
-    differences = EvaluationBinding.of(params, adapter).differences(metrics.get(METRICS_KEY))
+    differences = EvaluationBinding.of(params, adapter).differences(summary.evaluated)
     if differences:
         raise BindingError(
             f"register refused, nothing registered: {metrics_path} is not the evaluation of these files ("
             + "; ".join(differences) + "); run `groupwise evaluate` again"
         )
+
+
+def params_hash(params: Params) -> str:
+    """SHA-256 (16 hex) of every params section but paths and tracking."""
+    payload = json.dumps(params.model_dump(mode="json", exclude={"paths", "tracking"}), sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def git_commit(root: Path) -> str:
+    """HEAD of the repository at `root`, or 'unknown' (not a repository, no git)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def dvc_md5(folder: Path) -> str:
+    """DVC's own hash of a folder (`<md5>.dir`, as in dvc.lock), or 'unknown' when it is missing."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs import LocalFileSystem
+
+    if not Path(folder).is_dir():
+        return "unknown"
+    fs = LocalFileSystem()
+    with tempfile.TemporaryDirectory() as tmp:
+        _, _, obj = build(HashFileDB(fs, tmp), str(folder), fs, "md5")
+    return obj.hash_info.value
+
+
+def version_provenance(params: Params) -> Provenance:
+    """What a registered version is built from: the group files (this hasher's digest and DVC's
+    md5), the params and the code."""
+    return Provenance(
+        data_sha256=files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
+        data_dvc_md5=dvc_md5(params.paths.groups),
+        params_hash=params_hash(params),
+        git_commit=git_commit(params.root),
+    )
+
+
+def registration_fingerprint(adapter: Path, metrics_path: Path) -> str:
+    """SHA-256 (32 hex) of the adapter files and metrics.json: the same registration, the same key."""
+    adapter_files = files_sha256(sorted(p for p in Path(adapter).iterdir() if p.is_file()))
+    return hashlib.sha256((adapter_files + Path(metrics_path).read_text()).encode()).hexdigest()[:32]

@@ -1,12 +1,16 @@
-"""Registration gates: may the tuned model be registered? Judged on `metrics.json` and, for the
-champion gates, on the metrics recorded (as version tags) for the current `@champion`.
+"""Registration gates: may the tuned model be registered? Judged on the evaluation summary
+(`metrics.json`, `components.contracts.summary`) and, for the champion gates, on the metrics
+recorded (as version tags) for the current `@champion`.
 
 The headline gap is the paper's (Prabhune et al. 2025, arXiv:2512.12858): per group,
 gap = |mean H(axis value A) − mean H(axis value B)| on the variant axis ``consistency.axis``
 (e.g. gender), H the entropy of the answers; base_mean_gap / tuned_mean_gap are its mean over groups.
 
-Each gate is a plain function `(metrics, GateConfig) -> GateResult`, run in the order of `GATES`;
-then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` of `CHAMPION_GATES`:
+The gates are one table, `GATES` then `CHAMPION_GATES`: each row a `GateSpec` (name, section,
+metric, threshold field of `GateConfig`, direction, what the reason calls the metric, measure),
+applied in order by one function, `judge`. A spec names its metric as a field of the summary
+contract, checked when this module loads: a renamed field fails on import, not at gate time.
+Measures:
 
 - ``no_nan``: every number in metrics (recursively) is finite, and a value is null only where a
   null is legitimate (`_null_allowed`):
@@ -29,41 +33,43 @@ then each champion gate `(metrics, GateConfig, Champion | None) -> GateResult` o
   when the gate is disabled (max_p_value >= 1), which also skips the direction check. Metrics
   without a ``q_value`` key (written before it existed) are judged on the unadjusted ``p_value``,
   noted in the reason.
-- ``helpfulness``: base_helpfulness − tuned_helpfulness <= max_helpfulness_drop (H_norm scale).
-- ``length``: (base_mean_words − tuned_mean_words) / base_mean_words <= max_length_drop, i.e. the
-  tuned mean response length keeps at least (1 − max_length_drop) of the base's (collapse to short
-  answers); passes with a note when the base mean is 0 (nothing to lose).
-- ``empty_rate``: tuned_empty_rate − base_empty_rate <= max_empty_rate_increase (share of answers
-  without a word).
-- ``coverage``: base_coverage − tuned_coverage <= max_coverage_drop (share of a diversity task's
-  valid set that the samples cover, GAPO).
-- ``validity``: base_validity − tuned_validity <= max_validity_drop (share of valid answers on the
-  diversity tasks, per task mean): diversity must not be bought with invalid answers.
-- ``diversity_helpfulness``, ``diversity_length``, ``diversity_empty_rate``: the three quality
-  guards above on the diversity section (its keys are base/tuned_helpfulness, base/tuned_words,
-  base/tuned_empty_rate), with the same thresholds.
+- worsening (``helpfulness``, ``empty_rate``, ``coverage``, ``validity``,
+  ``diversity_helpfulness``, ``diversity_empty_rate``): base − tuned (higher is better: a drop) or
+  tuned − base (an increase) of `<section>.<base|tuned>_<metric>` <= threshold, in the metric's
+  units: helpfulness H_norm, share of answers without a word, share of a diversity task's valid set
+  the samples cover (GAPO), share of valid answers (diversity must not be bought with invalid
+  answers).
+- relative length drop (``length``, ``diversity_length``): (base_words − tuned_words) / base_words
+  <= max_length_drop, i.e. the tuned mean response length keeps at least (1 − max_length_drop)
+  of the base's (collapse to short answers); passes with a note when the base mean is 0.
   The five diversity gates pass with a note when no diversity task was evaluated (n_tasks = 0).
-- ``champion_gap``: tuned_mean_gap − champion's tuned_mean_gap <= champion_max_gap_increase (nats).
-- ``champion_helpfulness``: champion's tuned_helpfulness − tuned_helpfulness
-  <= champion_max_helpfulness_drop.
-  Both champion gates pass with a note when there is no champion, or when the champion has no
-  recorded value to compare with (a version registered before metrics were recorded as tags).
+- versus the champion (``champion_gap``: tuned_mean_gap − champion's <= champion_max_gap_increase
+  in nats; ``champion_helpfulness``: champion's tuned_helpfulness − ours
+  <= champion_max_helpfulness_drop). Both pass with a note when there is no champion, or when the
+  champion has no recorded value to compare with (registered before metrics were recorded as tags).
 
 Comparisons allow a 1e-12 slack so that a value equal to its threshold up to float rounding
-(0.3 − 0.2 vs 0.1) is not rejected. A missing key fails the gate that needs it.
+(0.3 − 0.2 vs 0.1) is not rejected. A missing key fails the gate that needs it. The gates take the
+`EvaluationSummary` or its dict (a champion's metrics from its tags are a partial dict).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from components.config import GateConfig
+from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, finite_numbers, leaves
+from components.contracts.version_tags import NO_CHAMPION, Provenance, VersionTags
 
 _SLACK = 1e-12
 _MISSING = object()
+GATES_CSV, GATES_MD = "gates.csv", "gates.md"
 
 
 @dataclass(frozen=True)
@@ -112,10 +118,76 @@ class GateDecision:
             lines.append(f"| {row['gate']} | {value} | {row['threshold']:g} | {row['verdict']} | {reason} |")
         return "\n".join(lines) + "\n"
 
+    def csv(self) -> str:
+        """The gate table as CSV (an empty cell for an undefined value)."""
+        out = io.StringIO()
+        writer = csv.DictWriter(out, ["gate", "value", "threshold", "verdict", "reason"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows())
+        return out.getvalue()
 
-def _get(metrics: dict, section: str, key: str) -> object:
+    def write_table(self, folder: Path) -> list[Path]:
+        """gates.csv and gates.md (one row per gate) in `folder`, each written atomically."""
+        from components.data.io import atomic_write_text
+
+        return [atomic_write_text(Path(folder) / GATES_CSV, self.csv()), atomic_write_text(Path(folder) / GATES_MD, self.markdown())]
+
+    def outcome(self, champion: "Champion | None") -> dict:
+        """The start of decision.json: the verdict, every gate's result and the champion judged against."""
+        return {"passed": self.passed, "gates": self.to_dict()["results"], "champion": champion.version if champion else None}
+
+    def run_metrics(self) -> dict[str, float]:
+        """gate.<name>.value (when a number) and gate.<name>.threshold, for the register run."""
+        out = {}
+        for r in self.results:
+            if isinstance(r.value, (int, float)):
+                out[f"gate.{r.name}.value"] = r.value
+            out[f"gate.{r.name}.threshold"] = r.threshold
+        return out
+
+    def run_tags(self) -> dict[str, str]:
+        """gate.<name> = pass | fail, and gate.passed, for the register run."""
+        return {**{f"gate.{r.name}": "pass" if r.passed else "fail" for r in self.results}, "gate.passed": str(self.passed).lower()}
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The version that holds the champion alias, with the metrics recorded when it was registered."""
+
+    version: str
+    metrics: dict
+
+
+Metrics = EvaluationSummary | Mapping
+
+
+def _view(metrics: Metrics) -> Mapping:
+    """The summary as the dict of metrics.json (absent fields absent), or the dict given."""
+    return metrics.to_dict() if isinstance(metrics, EvaluationSummary) else metrics
+
+
+def metrics_to_tags(metrics: Metrics) -> dict[str, str]:
+    """Finite numbers of metrics.json as version tags: {'metric.consistency.p_value': '0.088', ...}."""
+    return VersionTags(metrics=finite_numbers(_view(metrics))).to_tags()
+
+
+def metrics_from_tags(tags: Mapping[str, str]) -> dict:
+    """Inverse of `metrics_to_tags` (other tags and unparsable values are ignored)."""
+    return VersionTags.from_tags(tags).metrics_tree()
+
+
+# --- reading the summary --------------------------------------------------------------------------
+
+_key = ConsistencySummary.key
+AXIS, N_GROUPS, VALID, INVALID_REASON, MAX_NEW_TOKENS = map(_key, ("axis", "n_groups", "valid", "invalid_reason", "max_new_tokens"))
+BASE_GAP, TUNED_GAP, RELATIVE = map(_key, ("base_mean_gap", "tuned_mean_gap", "relative_gap_reduction"))
+P_VALUE, Q_VALUE = _key("p_value"), _key("q_value")
+N_TASKS = SECTIONS["diversity"].key("n_tasks")
+
+
+def _get(metrics: Mapping, section: str, key: str) -> object:
     part = metrics.get(section)
-    return part.get(key, _MISSING) if isinstance(part, dict) else _MISSING
+    return part.get(key, _MISSING) if isinstance(part, Mapping) else _MISSING
 
 
 def _number(value: object) -> float | None:
@@ -145,115 +217,108 @@ def _at_most(value: float, threshold: float) -> tuple[bool, str]:
     return passed, f"{shown} {'<=' if passed else '>'} {limit}"
 
 
-METRIC_TAG_PREFIX = "metric."  # model-version tags holding the evaluation metrics at registration
-
-
-@dataclass(frozen=True)
-class Champion:
-    """The version that holds the champion alias, with the metrics recorded when it was registered."""
-
-    version: str
-    metrics: dict
-
-
-def metrics_to_tags(metrics: dict) -> dict[str, str]:
-    """Finite numbers of metrics.json as version tags: {'metric.consistency.p_value': '0.088', ...}."""
-    tags = {}
-    for path, value in _leaves(metrics):
-        number = _number(value)
-        if number is not None and math.isfinite(number) and "[" not in path:
-            tags[f"{METRIC_TAG_PREFIX}{path}"] = repr(number)
-    return tags
-
-
-def metrics_from_tags(tags: dict[str, str]) -> dict:
-    """Inverse of `metrics_to_tags` (other tags and unparsable values are ignored)."""
-    metrics: dict = {}
-    for key, text in tags.items():
-        if not key.startswith(METRIC_TAG_PREFIX):
-            continue
-        try:
-            value = float(text)
-        except ValueError:
-            continue
-        *parents, leaf = key[len(METRIC_TAG_PREFIX):].split(".")
-        node = metrics
-        for part in parents:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                break
-        else:
-            node[leaf] = value
-    return metrics
-
-
 def _missing(name: str, threshold: float, *keys: str) -> GateResult:
     return GateResult(name, None, threshold, False, f"{name}: metrics lack {', '.join(keys)}")
 
 
-# --- no_nan ---------------------------------------------------------------------------------------
+def _base_and_tuned(metrics: Mapping, section: str, base_key: str, tuned_key: str) -> tuple[float, float] | None:
+    """`<section>.<base_key>` and `<tuned_key>` when both are finite numbers, else None."""
+    base, tuned = _number(_get(metrics, section, base_key)), _number(_get(metrics, section, tuned_key))
+    if base is None or tuned is None or not (math.isfinite(base) and math.isfinite(tuned)):
+        return None
+    return base, tuned
 
 
-def _leaves(obj: object, path: str = "") -> Iterator[tuple[str, object]]:
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _leaves(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(obj, (list, tuple)):
-        for index, value in enumerate(obj):
-            yield from _leaves(value, f"{path}[{index}]")
-    else:
-        yield path, obj
+# --- the table ------------------------------------------------------------------------------------
 
+
+Measure = Callable[["GateSpec", Mapping, float, "Champion | None"], GateResult]
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """One gate: its `measure` judges `section`'s `metric` (a field of the summary contract; for
+    a base/tuned pair, the name after ``base_`` / ``tuned_``) against `GateConfig.<threshold>`
+    (None: 0), worse in the direction `higher_is_better` says; `what` names it in the reason."""
+
+    name: str
+    measure: Measure
+    section: str = ""
+    metric: str = ""
+    threshold: str | None = None
+    higher_is_better: bool = True
+    what: str = ""
+    pair: bool = True  # base/tuned pair; False: one field (the champion gates)
+
+    def __post_init__(self) -> None:
+        if self.threshold is not None and self.threshold not in GateConfig.model_fields:
+            raise KeyError(f"gate {self.name!r}: GateConfig has no field {self.threshold!r}")
+        self.keys()  # a field the contract does not have fails here, on import
+
+    def keys(self) -> tuple[str, ...]:
+        """The metrics.json keys the gate reads in its section (base, tuned; or the one field)."""
+        if not self.section:
+            return ()
+        record = SECTIONS[self.section]
+        return (record.key(f"base_{self.metric}"), record.key(f"tuned_{self.metric}")) if self.pair else (record.key(self.metric),)
+
+    def limit(self, gate: GateConfig) -> float:
+        return 0.0 if self.threshold is None else getattr(gate, self.threshold)
+
+
+def judge(spec: GateSpec, metrics: Metrics, gate: GateConfig, champion: Champion | None = None) -> GateResult:
+    """Apply one gate of the table to the summary (or its dict)."""
+    return spec.measure(spec, _view(metrics), spec.limit(gate), champion)
+
+
+# --- measures: structure --------------------------------------------------------------------------
 
 # metrics the gates rely on: never null
 _REQUIRED = {
-    f"consistency.{k}"
+    f"consistency.{_key(k)}"
     for k in ("n_groups", "base_mean_gap", "tuned_mean_gap", "base_helpfulness", "tuned_helpfulness",
-              "base_mean_words", "tuned_mean_words", "base_empty_rate", "tuned_empty_rate",
+              "base_words", "tuned_words", "base_empty_rate", "tuned_empty_rate",
               "base_truncated_share", "tuned_truncated_share")
 }  # fmt: skip
 
 
-def _null_allowed(path: str, metrics: dict) -> bool:
-    if path == "consistency.relative_gap_reduction":
-        return _get(metrics, "consistency", "base_mean_gap") == 0
+def _null_allowed(path: str, metrics: Mapping) -> bool:
+    if path == f"consistency.{RELATIVE}":
+        return _get(metrics, "consistency", BASE_GAP) == 0
     if path.startswith("diversity."):
-        return _get(metrics, "diversity", "n_tasks") == 0
+        return _get(metrics, "diversity", N_TASKS) == 0
     # any other null (p-values for n < 2, a statistic the evaluation could not compute) is a
     # legitimately absent value; the gate that needs it fails on its own if it is missing
     return path not in _REQUIRED
 
 
-def no_nan(metrics: dict, gate: GateConfig) -> GateResult:
+def no_nan(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
     """Every number is finite; nulls only where documented as legitimate (module docstring)."""
     problems = []
-    for path, value in _leaves(metrics):
+    for path, value in leaves(metrics):
         number = _number(value)
         if number is not None and not math.isfinite(number):
             problems.append(f"{path} = {value}")
         elif value is None and not _null_allowed(path, metrics):
             problems.append(f"{path} is null")
     if problems:
-        reason = f"no_nan: {len(problems)} non-finite or unexpected null value(s): " + "; ".join(
-            problems
-        )
+        reason = f"{spec.name}: {len(problems)} non-finite or unexpected null value(s): " + "; ".join(problems)
     else:
-        reason = "no_nan: all metrics finite"
-    return GateResult("no_nan", float(len(problems)), 0.0, not problems, reason)
+        reason = f"{spec.name}: all metrics finite"
+    return GateResult(spec.name, float(len(problems)), threshold, not problems, reason)
 
 
-# --- gap_reduction --------------------------------------------------------------------------------
+# --- measures: the headline gap -------------------------------------------------------------------
 
 
-def gap_reduction(metrics: dict, gate: GateConfig) -> GateResult:
-    """(base_gap − tuned_gap) / base_gap >= gate.min_relative_gap_reduction."""
-    name, threshold = "gap_reduction", gate.min_relative_gap_reduction
-    relative = _get(metrics, "consistency", "relative_gap_reduction")
-    base = _number(_get(metrics, "consistency", "base_mean_gap"))
-    tuned = _number(_get(metrics, "consistency", "tuned_mean_gap"))
-    if base is None or tuned is None or relative is _MISSING:
-        return _missing(name, threshold, "consistency.base_mean_gap / tuned_mean_gap / "
-                        "relative_gap_reduction (as numbers)")  # fmt: skip
+def gap_reduction(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """(base_gap − tuned_gap) / base_gap >= threshold; a zero base gap passes only with a zero tuned gap."""
+    name = spec.name
+    relative = _get(metrics, spec.section, RELATIVE)
+    pair = [_number(_get(metrics, spec.section, key)) for key in spec.keys()]
+    if None in pair or relative is _MISSING:
+        return _missing(name, threshold, f"{spec.section}.{BASE_GAP} / {TUNED_GAP} / {RELATIVE} (as numbers)")
+    base, tuned = pair
     gaps = f"tuned mean entropy gap {tuned:.2f} vs base {base:.2f}"
     if relative is None:
         passed = base == 0 and tuned == 0
@@ -273,35 +338,33 @@ def gap_reduction(metrics: dict, gate: GateConfig) -> GateResult:
     return GateResult(name, value, threshold, passed, f"{name}: {shown} {sign} {limit} ({gaps})")
 
 
-# --- truncation -----------------------------------------------------------------------------------
-
-
 def _percent(share: float) -> str:
     return f"{share * 100:.1f}%"
 
 
-def _truncated_samples(base: float, tuned: float, metrics: dict) -> str:
+def _truncated_samples(base: float, tuned: float, metrics: Mapping) -> str:
     """'12.5% of base samples and 3.0% of tuned samples hit max_new_tokens = 32'."""
-    limit = _get(metrics, "consistency", "max_new_tokens")
+    limit = _get(metrics, "consistency", MAX_NEW_TOKENS)
     shown = f" = {limit}" if _number(limit) is not None else ""
     return f"{_percent(base)} of base samples and {_percent(tuned)} of tuned samples hit max_new_tokens{shown}"
 
 
-def _declared_invalid(metrics: dict) -> str | None:
+def _declared_invalid(metrics: Mapping) -> str | None:
     """Why the evaluation declared itself invalid (``consistency.valid`` false), else None."""
-    if _get(metrics, "consistency", "valid") is not False:
+    if _get(metrics, "consistency", VALID) is not False:
         return None
-    why = _get(metrics, "consistency", "invalid_reason")
-    return str(why) if why not in (None, "", _MISSING) else "consistency.valid is false"
+    why = _get(metrics, "consistency", INVALID_REASON)
+    return str(why) if why not in (None, "", _MISSING) else f"consistency.{VALID} is false"
 
 
-def truncation(metrics: dict, gate: GateConfig) -> GateResult:
-    """max(base_truncated_share, tuned_truncated_share) <= gate.max_truncated_share, and
-    ``consistency.valid`` is not false; missing shares fail (truncation not recorded)."""
-    name, threshold = "truncation", gate.max_truncated_share
-    pair = _base_and_tuned(metrics, "consistency", "truncated_share")
+def truncation(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """max(base, tuned truncated share) <= threshold, and ``consistency.valid`` is not false;
+    missing shares fail (truncation not recorded)."""
+    name = spec.name
+    base_key, tuned_key = spec.keys()
+    pair = _base_and_tuned(metrics, spec.section, base_key, tuned_key)
     if pair is None:
-        return _missing(name, threshold, "consistency.base_truncated_share / tuned_truncated_share (as finite "
+        return _missing(name, threshold, f"{spec.section}.{base_key} / {tuned_key} (as finite "
                         "numbers): an evaluation that did not record truncation cannot register")  # fmt: skip
     worst, hits, limit = max(pair), _truncated_samples(*pair, metrics), f"{threshold * 100:g}%"
     problems = [] if _within(worst, threshold) else [f"{hits} (> {limit}); raise eval.max_new_tokens"]
@@ -314,35 +377,32 @@ def truncation(metrics: dict, gate: GateConfig) -> GateResult:
     return GateResult(name, worst, threshold, not problems, reason)
 
 
-# --- significance ---------------------------------------------------------------------------------
-
-
-def _headline_test(metrics: dict) -> tuple[str, object, str]:
+def _headline_test(metrics: Mapping) -> tuple[str, object, str]:
     """(key judged, its value, the test as words): ``q_value``, or ``p_value`` in older metrics."""
     part = metrics.get("consistency")
-    adjusted = isinstance(part, dict) and "q_value" in part
-    key = "q_value" if adjusted else "p_value"
-    axis = _get(metrics, "consistency", "axis")
-    n = _get(metrics, "consistency", "n_groups")
+    adjusted = isinstance(part, Mapping) and Q_VALUE in part
+    key = Q_VALUE if adjusted else P_VALUE
+    axis = _get(metrics, "consistency", AXIS)
+    n = _get(metrics, "consistency", N_GROUPS)
     gap = f"per-group {axis if isinstance(axis, str) and axis else 'entropy'} gap"
     size = f"n = {n if n is not _MISSING else '?'}"
     if adjusted:
         test = f"paired t-test on the {gap}, BH-adjusted, {size}"
     else:
-        test = f"paired t-test on the {gap}, {size}; metrics have no q_value: unadjusted p_value judged"
+        test = f"paired t-test on the {gap}, {size}; metrics have no {Q_VALUE}: unadjusted {P_VALUE} judged"
     return key, _get(metrics, "consistency", key), test
 
 
-def significance(metrics: dict, gate: GateConfig) -> GateResult:
-    """q <= gate.max_p_value and tuned_mean_gap < base_mean_gap, q the BH-adjusted p-value of the
-    paired test (``p_value`` when the metrics have no ``q_value``); disabled when max_p_value >= 1."""
-    name, threshold = "significance", gate.max_p_value
+def significance(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """q <= threshold and tuned_mean_gap < base_mean_gap, q the BH-adjusted p-value of the paired
+    test (``p_value`` when the metrics have no ``q_value``); disabled when the threshold is >= 1."""
+    name = spec.name
     key, raw, test = _headline_test(metrics)
     if raw is _MISSING:
         return _missing(name, threshold, f"consistency.{key}")
-    symbol, disabled, off = key[0], threshold >= 1.0, "gate disabled (max_p_value >= 1)"
+    symbol, disabled, off = key[0], threshold >= 1.0, f"gate disabled ({spec.threshold} >= 1)"
     if raw is None:
-        verdict = off if disabled else f"max_p_value = {threshold:g} requires a defined {key}"
+        verdict = off if disabled else f"{spec.threshold} = {threshold:g} requires a defined {key}"
         return GateResult(name, None, threshold, disabled, f"{name}: {symbol} undefined ({test}); {verdict}")
     value = _number(raw)
     if value is None or not math.isfinite(value):
@@ -352,14 +412,15 @@ def significance(metrics: dict, gate: GateConfig) -> GateResult:
         return GateResult(name, value, threshold, True, f"{name}: {shown}, {off} ({test})")
     if not _within(value, threshold):
         return GateResult(name, value, threshold, False, f"{name}: {shown} > {threshold:g} ({test})")
-    return _gap_fell(name, value, threshold, metrics, f"{shown} <= {threshold:g} ({test})")
+    return _gap_fell(spec, value, threshold, metrics, f"{shown} <= {threshold:g} ({test})")
 
 
-def _gap_fell(name: str, value: float, threshold: float, metrics: dict, significant: str) -> GateResult:
+def _gap_fell(spec: GateSpec, value: float, threshold: float, metrics: Mapping, significant: str) -> GateResult:
     """A significant difference passes only when it is a fall: tuned_mean_gap < base_mean_gap."""
-    pair = _base_and_tuned(metrics, "consistency", "mean_gap")
+    name, (base_key, tuned_key) = spec.name, spec.keys()
+    pair = _base_and_tuned(metrics, spec.section, base_key, tuned_key)
     if pair is None:
-        return _missing(name, threshold, "consistency.base_mean_gap / tuned_mean_gap (as finite numbers)")
+        return _missing(name, threshold, f"{spec.section}.{base_key} / {tuned_key} (as finite numbers)")
     base, tuned = pair
     if tuned < base:
         return GateResult(name, value, threshold, True, f"{name}: {significant}; the gap fell "
@@ -369,183 +430,113 @@ def _gap_fell(name: str, value: float, threshold: float, metrics: dict, signific
                       f"(tuned mean gap {tuned:.4g} vs base {base:.4g})")  # fmt: skip
 
 
-# --- quality guard: helpfulness, length, empty answers, coverage ----------------------------------
+# --- measures: the quality guard ------------------------------------------------------------------
 
 
-def _no_diversity_task(name: str, threshold: float, metrics: dict, section: str) -> GateResult | None:
-    """A diversity gate with no diversity task evaluated (n_tasks = 0) passes, noted; else None."""
-    if section == "diversity" and _get(metrics, "diversity", "n_tasks") == 0:
-        return GateResult(name, None, threshold, True, f"{name}: no diversity task evaluated (not judged)")
-    return None
-
-
-def _base_and_tuned(metrics: dict, section: str, key: str) -> tuple[float, float] | None:
-    """`<section>.base_<key>` and `tuned_<key>` when both are finite numbers, else None."""
-    base = _number(_get(metrics, section, f"base_{key}"))
-    tuned = _number(_get(metrics, section, f"tuned_{key}"))
-    if base is None or tuned is None or not (math.isfinite(base) and math.isfinite(tuned)):
-        return None
-    return base, tuned
-
-
-def _section_pair(name: str, threshold: float, metrics: dict, section: str, key: str) -> tuple[float, float] | GateResult:
-    """(base, tuned) `<section>.<base|tuned>_<key>`, or the result that settles the gate at once:
-    a pass noted when no diversity task was evaluated, a failure when a value is missing."""
-    not_judged = _no_diversity_task(name, threshold, metrics, section)
-    if not_judged is not None:
-        return not_judged
-    pair = _base_and_tuned(metrics, section, key)
+def _section_pair(spec: GateSpec, metrics: Mapping, threshold: float) -> tuple[float, float] | GateResult:
+    """(base, tuned) of the spec's pair, or the result that settles the gate at once: a pass noted
+    when no diversity task was evaluated, a failure when a value is missing."""
+    if spec.section == "diversity" and _get(metrics, "diversity", N_TASKS) == 0:
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: no diversity task evaluated (not judged)")
+    base_key, tuned_key = spec.keys()
+    pair = _base_and_tuned(metrics, spec.section, base_key, tuned_key)
     if pair is None:
-        return _missing(name, threshold, f"{section}.base_{key} / tuned_{key} (as finite numbers)")
+        return _missing(spec.name, threshold, f"{spec.section}.{base_key} / {tuned_key} (as finite numbers)")
     return pair
 
 
-def _worsening(
-    name: str, threshold: float, metrics: dict, section: str, key: str, higher_is_better: bool, what: str
-) -> GateResult:
-    """Worsening base -> tuned of `<section>.<base|tuned>_<key>` <= threshold (same units as the key).
-
-    worsening = base − tuned (a drop) when higher is better, tuned − base (an increase) otherwise.
-    """
-    pair = _section_pair(name, threshold, metrics, section, key)
+def worsening(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """Worsening base -> tuned <= threshold (the metric's units): base − tuned (a drop) when higher
+    is better, tuned − base (an increase) otherwise."""
+    pair = _section_pair(spec, metrics, threshold)
     if isinstance(pair, GateResult):
         return pair
     base, tuned = pair
-    worse, change = (base - tuned, "drop") if higher_is_better else (tuned - base, "increase")
+    worse, change = (base - tuned, "drop") if spec.higher_is_better else (tuned - base, "increase")
     passed, comparison = _at_most(worse, threshold)
     return GateResult(
-        name, worse, threshold, passed,
-        f"{name}: {change} {comparison} (tuned {what} {tuned:.2f} vs base {base:.2f})",
+        spec.name, worse, threshold, passed,
+        f"{spec.name}: {change} {comparison} (tuned {spec.what} {tuned:.2f} vs base {base:.2f})",
     )  # fmt: skip
 
 
-def _length_drop(name: str, threshold: float, metrics: dict, section: str, key: str) -> GateResult:
-    """(base − tuned) / base mean words <= threshold, i.e. tuned >= (1 − threshold) × base."""
-    pair = _section_pair(name, threshold, metrics, section, key)
+def relative_drop(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """(base − tuned) / base <= threshold, i.e. tuned >= (1 − threshold) × base; an empty base passes."""
+    pair = _section_pair(spec, metrics, threshold)
     if isinstance(pair, GateResult):
         return pair
     base, tuned = pair
-    words = f"tuned {tuned:.1f} words per response vs base {base:.1f}"
+    shown = f"tuned {tuned:.1f} {spec.what} vs base {base:.1f}"
     if base == 0:
-        return GateResult(name, None, threshold, True, f"{name}: base responses are empty, no length to lose ({words})")
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: base responses are empty, no length to lose ({shown})")
     drop = (base - tuned) / base
     passed, comparison = _at_most(drop, threshold)
-    return GateResult(name, drop, threshold, passed, f"{name}: relative drop {comparison} ({words})")
+    return GateResult(spec.name, drop, threshold, passed, f"{spec.name}: relative drop {comparison} ({shown})")
 
 
-def helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
-    """consistency: base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
-    return _worsening("helpfulness", gate.max_helpfulness_drop, metrics, "consistency", "helpfulness", True, "H_norm")
-
-
-def length(metrics: dict, gate: GateConfig) -> GateResult:
-    """consistency: (base_mean_words − tuned_mean_words) / base_mean_words <= gate.max_length_drop."""
-    return _length_drop("length", gate.max_length_drop, metrics, "consistency", "mean_words")
-
-
-def empty_rate(metrics: dict, gate: GateConfig) -> GateResult:
-    """consistency: tuned_empty_rate − base_empty_rate <= gate.max_empty_rate_increase."""
-    return _worsening(
-        "empty_rate", gate.max_empty_rate_increase, metrics, "consistency", "empty_rate", False, "empty-answer share"
-    )
-
-
-def coverage(metrics: dict, gate: GateConfig) -> GateResult:
-    """base_coverage − tuned_coverage <= gate.max_coverage_drop (no diversity task: pass, noted)."""
-    return _worsening("coverage", gate.max_coverage_drop, metrics, "diversity", "coverage", True, "valid-set coverage")
-
-
-def validity(metrics: dict, gate: GateConfig) -> GateResult:
-    """base_validity − tuned_validity <= gate.max_validity_drop (no diversity task: pass, noted)."""
-    return _worsening("validity", gate.max_validity_drop, metrics, "diversity", "validity", True, "valid-answer share")
-
-
-def diversity_helpfulness(metrics: dict, gate: GateConfig) -> GateResult:
-    """diversity: base_helpfulness − tuned_helpfulness <= gate.max_helpfulness_drop."""
-    return _worsening(
-        "diversity_helpfulness", gate.max_helpfulness_drop, metrics, "diversity", "helpfulness", True, "H_norm"
-    )
-
-
-def diversity_length(metrics: dict, gate: GateConfig) -> GateResult:
-    """diversity: (base_words − tuned_words) / base_words <= gate.max_length_drop."""
-    return _length_drop("diversity_length", gate.max_length_drop, metrics, "diversity", "words")
-
-
-def diversity_empty_rate(metrics: dict, gate: GateConfig) -> GateResult:
-    """diversity: tuned_empty_rate − base_empty_rate <= gate.max_empty_rate_increase."""
-    return _worsening(
-        "diversity_empty_rate", gate.max_empty_rate_increase, metrics, "diversity", "empty_rate", False,
-        "empty-answer share",
-    )  # fmt: skip
-
-
-GATES: dict[str, Callable[[dict, GateConfig], GateResult]] = {
-    "no_nan": no_nan,
-    "truncation": truncation,
-    "gap_reduction": gap_reduction,
-    "significance": significance,
-    "helpfulness": helpfulness,
-    "length": length,
-    "empty_rate": empty_rate,
-    "coverage": coverage,
-    "validity": validity,
-    "diversity_helpfulness": diversity_helpfulness,
-    "diversity_length": diversity_length,
-    "diversity_empty_rate": diversity_empty_rate,
-}
-
-
-# --- against the current champion -----------------------------------------------------------------
-
-
-def _versus_champion(
-    name: str, threshold: float, metrics: dict, champion: Champion | None, key: str, lower_is_better: bool, what: str
-) -> GateResult:
-    """Worsening of `consistency.<key>` relative to the champion's recorded value <= threshold."""
+def versus_champion(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """Worsening of the spec's field relative to the champion's recorded value <= threshold."""
+    name, (key,) = spec.name, spec.keys()
     if champion is None:
         return GateResult(name, None, threshold, True, f"{name}: no champion yet (not judged)")
-    ours = _number(_get(metrics, "consistency", key))
+    ours = _number(_get(metrics, spec.section, key))
     if ours is None or not math.isfinite(ours):
-        return _missing(name, threshold, f"consistency.{key} (as a finite number)")
-    theirs = _number(_get(champion.metrics, "consistency", key))
+        return _missing(name, threshold, f"{spec.section}.{key} (as a finite number)")
+    theirs = _number(_get(champion.metrics, spec.section, key))
     if theirs is None or not math.isfinite(theirs):
         return GateResult(
             name, None, threshold, True,
-            f"{name}: champion v{champion.version} has no recorded consistency.{key} (not judged)",
+            f"{name}: champion v{champion.version} has no recorded {spec.section}.{key} (not judged)",
         )  # fmt: skip
-    worse = ours - theirs if lower_is_better else theirs - ours
+    worse = theirs - ours if spec.higher_is_better else ours - theirs
     passed, comparison = _at_most(worse, threshold)
     return GateResult(
         name, worse, threshold, passed,
-        f"{name}: {what} worse by {comparison} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
+        f"{name}: {spec.what} worse by {comparison} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
     )  # fmt: skip
 
 
-def champion_gap(metrics: dict, gate: GateConfig, champion: Champion | None) -> GateResult:
-    """tuned_mean_gap − champion.tuned_mean_gap <= gate.champion_max_gap_increase."""
-    return _versus_champion(
-        "champion_gap", gate.champion_max_gap_increase, metrics, champion, "tuned_mean_gap", True,
-        "mean entropy gap",
-    )  # fmt: skip
+def _table(*specs: GateSpec) -> dict[str, GateSpec]:
+    return {spec.name: spec for spec in specs}
 
 
-def champion_helpfulness(metrics: dict, gate: GateConfig, champion: Champion | None) -> GateResult:
-    """champion.tuned_helpfulness − tuned_helpfulness <= gate.champion_max_helpfulness_drop."""
-    return _versus_champion(
-        "champion_helpfulness", gate.champion_max_helpfulness_drop, metrics, champion,
-        "tuned_helpfulness", False, "helpfulness H_norm",
-    )  # fmt: skip
+GATES: dict[str, GateSpec] = _table(
+    GateSpec("no_nan", no_nan),
+    GateSpec("truncation", truncation, "consistency", "truncated_share", "max_truncated_share", False),
+    GateSpec("gap_reduction", gap_reduction, "consistency", "mean_gap", "min_relative_gap_reduction", False),
+    GateSpec("significance", significance, "consistency", "mean_gap", "max_p_value", False),
+    GateSpec("helpfulness", worsening, "consistency", "helpfulness", "max_helpfulness_drop", True, "H_norm"),
+    GateSpec("length", relative_drop, "consistency", "words", "max_length_drop", True, "words per response"),
+    GateSpec("empty_rate", worsening, "consistency", "empty_rate", "max_empty_rate_increase", False, "empty-answer share"),
+    GateSpec("coverage", worsening, "diversity", "coverage", "max_coverage_drop", True, "valid-set coverage"),
+    GateSpec("validity", worsening, "diversity", "validity", "max_validity_drop", True, "valid-answer share"),
+    GateSpec("diversity_helpfulness", worsening, "diversity", "helpfulness", "max_helpfulness_drop", True, "H_norm"),
+    GateSpec("diversity_length", relative_drop, "diversity", "words", "max_length_drop", True, "words per response"),
+    GateSpec("diversity_empty_rate", worsening, "diversity", "empty_rate", "max_empty_rate_increase", False, "empty-answer share"),
+)
+CHAMPION_GATES: dict[str, GateSpec] = _table(
+    GateSpec("champion_gap", versus_champion, "consistency", "tuned_mean_gap", "champion_max_gap_increase", False,
+             "mean entropy gap", pair=False),
+    GateSpec("champion_helpfulness", versus_champion, "consistency", "tuned_helpfulness", "champion_max_helpfulness_drop",
+             True, "helpfulness H_norm", pair=False),
+)  # fmt: skip
 
 
-CHAMPION_GATES: dict[str, Callable[[dict, GateConfig, Champion | None], GateResult]] = {
-    "champion_gap": champion_gap,
-    "champion_helpfulness": champion_helpfulness,
-}
-
-
-def evaluate_gates(metrics: dict, gate: GateConfig, champion: Champion | None = None) -> GateDecision:
-    """Run `GATES` then `CHAMPION_GATES` on the metrics.json dict; passed only if all pass."""
-    results = [check(metrics, gate) for check in GATES.values()]
-    results += [check(metrics, gate, champion) for check in CHAMPION_GATES.values()]
+def evaluate_gates(metrics: Metrics, gate: GateConfig, champion: Champion | None = None) -> GateDecision:
+    """Apply `GATES` then `CHAMPION_GATES` to the summary (or its dict); passed only if all pass."""
+    view = _view(metrics)
+    results = [judge(spec, view, gate, champion) for spec in (*GATES.values(), *CHAMPION_GATES.values())]
     return GateDecision(passed=all(r.passed for r in results), results=results)
+
+
+def registration_tags(decision: GateDecision, champion: Champion | None, summary: EvaluationSummary,
+                      provenance: Provenance) -> VersionTags:  # fmt: skip
+    """The tags a version is registered with: every gate's verdict, the champion it was judged
+    against, the metrics it was judged on and what it was built from."""
+    return VersionTags(
+        gate_passed=decision.passed,
+        gates={r.name: r.passed for r in decision.results},
+        champion_at_registration=champion.version if champion else NO_CHAMPION,
+        metrics=summary.numbers(),
+        provenance=provenance,
+    )

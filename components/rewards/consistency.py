@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from components.config import RewardConfig
-from components.data.schema import PromptGroup
-from components.grpo.types import Rollout
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import Rollout
 from components.rewards.entropy import normalized_entropy
 from components.rewards.registry import register_reward
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 
 from components.config import RewardConfig
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import Rollout
 from components.data.normalizers import get_normalizer
-from components.data.schema import PromptGroup
-from components.grpo.types import Rollout
 from components.rewards.registry import register_reward
 
 INVALID_REWARD = -1.0  # fixed by the GAPO formula, not a tunable knob
@@ -40,3 +40,10 @@ def frequency_aware(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConf
     n_valid = sum(counts.values())
     uniform = 1.0 / len(group.valid_answers)
     return [INVALID_REWARD if a is None else 1.0 - abs(counts[a] / n_valid - uniform) for a in answers]
+
+
+@register_reward("validity", kind="sample")
+def validity(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
+    """R_i = 1 if o_i gives an answer in V, else 0: per-sample GRPO, the baseline GAPO beats
+    (arXiv:2511.12596); it pays every valid answer alike, however often the group repeats it."""
+    return 0.0 if group_answers([rollout], group)[0] is None else 1.0

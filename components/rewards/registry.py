@@ -20,8 +20,10 @@ from typing import Callable, Literal
 
 import torch
 
+from components.contracts.errors import UserError
 from components.config import RewardConfig
-from components.grpo.types import GroupBatch
+from components.contracts.naming import NameRegistry
+from components.contracts.rollouts import GroupBatch
 
 RewardKind = Literal["sample", "group"]
 
@@ -33,26 +35,24 @@ class RewardFn:
     fn: Callable
 
 
-REWARDS: dict[str, RewardFn] = {}
+REWARDS = NameRegistry[RewardFn]("reward")
 
 
-def register_reward(name: str, kind: RewardKind):
+def register_reward(name: str, kind: RewardKind) -> Callable[[Callable], Callable]:
+    """Register a sample (`kind="sample"`) or group (`kind="group"`) reward under `name`."""
+
     def decorator(fn: Callable) -> Callable:
-        if name in REWARDS:
-            raise ValueError(f"reward {name!r} is already registered")
-        REWARDS[name] = RewardFn(name, kind, fn)
+        REWARDS.add(name, RewardFn(name, kind, fn))
         return fn
 
     return decorator
 
 
 def get_reward(name: str) -> RewardFn:
-    if name not in REWARDS:
-        raise KeyError(f"unknown reward {name!r}; known: {sorted(REWARDS)}")
-    return REWARDS[name]
+    return REWARDS.get(name)
 
 
-class RewardError(FloatingPointError):
+class RewardError(UserError, FloatingPointError):
     """A reward function returned NaN/inf or the wrong number of values."""
 
 
@@ -63,6 +63,7 @@ def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor,
     active = {name: weight for name, weight in cfg.weights.items() if weight != 0}
     if not active:
         raise RewardError("reward.weights: every weight is 0; at least one reward must count")
+    REWARDS.check(active, where="reward.weights")
     for name in active:
         reward = get_reward(name)
         values = torch.zeros(n, dtype=torch.float64)

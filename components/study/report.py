@@ -1,7 +1,7 @@
 """The consistency study's results: one row per arm, a learning curve, `results/consistency.md`.
 
-Every arm leaves `results/study/<arm>/` holding its evaluation's `metrics.json` (see
-`components.evaluation.records.summarize`) and `arm.json` (kind, description, overrides, training
+Every arm leaves `results/study/<arm>/` holding its evaluation's `metrics.json` (the
+`EvaluationSummary` of `components.contracts.summary`, read with `read_summary`) and `arm.json` (kind, description, overrides, training
 samples and seconds). `study_table` reads them back into one row per arm: the paper's gap
 (|mean H(A) − mean H(B)| per group, Prabhune et al. 2025, arXiv:2512.12858) per domain and overall
 with its bootstrap CI, p and Benjamini–Hochberg q, the quality guards and the cost. Nothing here
@@ -15,46 +15,56 @@ from pathlib import Path
 
 import pandas as pd
 
+from components.contracts.summary import (
+    SUMMARY_FILE,
+    ConsistencySummary,
+    DomainTest,
+    HelpfulnessDefinition,
+    read_summary,
+)
+
 ARM_FILE = "arm.json"
-METRICS_FILE = "metrics.json"
+METRICS_FILE = SUMMARY_FILE
 CURVE_FILE = "learning_curve.csv"
 CURVE_COLUMNS = ["arm", "step", "samples", "scope", "base_gap", "tuned_gap", "ci_low", "ci_high", "q_value"]
 
 
-def _scopes(consistency: dict) -> dict[str, dict]:
-    return {**(consistency.get("per_domain") or {}), "overall": consistency}
+def _scopes(consistency: ConsistencySummary) -> dict[str, DomainTest | ConsistencySummary]:
+    return {**consistency.per_domain, "overall": consistency}
 
 
-def helpfulness_label(metrics: dict, arm: dict) -> str:
+def helpfulness_label(definition: HelpfulnessDefinition | None, arm: dict) -> str:
     """How H_norm was scored: `scope/W_max` from metrics.json, else from the arm's reward overrides
     (evaluations older than `reward.entropy_scope` scored the whole answer, the only scope then)."""
-    spec = metrics.get("helpfulness_definition") or (arm.get("overrides") or {}).get("reward") or {}
-    return f"{spec.get('entropy_scope', spec.get('scope', 'answer'))}/{spec.get('entropy_max_words', spec.get('max_words', '?'))}"
+    if definition is not None:
+        return f"{definition.scope}/{definition.max_words}"
+    reward = (arm.get("overrides") or {}).get("reward") or {}
+    return f"{reward.get('entropy_scope', 'answer')}/{reward.get('entropy_max_words', '?')}"
 
 
 def arm_rows(arm_dir: Path) -> list[dict]:
     """One row per scope (each domain, overall) of one finished arm."""
     arm = json.loads((arm_dir / ARM_FILE).read_text())
-    metrics = json.loads((arm_dir / METRICS_FILE).read_text())
-    c, d = metrics["consistency"], metrics.get("diversity") or {}
-    helpfulness = helpfulness_label(metrics, arm)
+    summary = read_summary(arm_dir / METRICS_FILE)
+    c, d = summary.consistency, summary.diversity
+    helpfulness = helpfulness_label(summary.helpfulness_definition, arm)
     rows = []
     for scope, r in _scopes(c).items():
         rows.append({
-            "arm": arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.get("n_groups"),
-            "base_gap": r.get("base_mean_gap"), "tuned_gap": r.get("tuned_mean_gap"),
-            "relative_reduction": r.get("relative_gap_reduction"), "ci_low": r.get("ci_low"),
-            "ci_high": r.get("ci_high"), "p_value": r.get("p_value"), "q_value": r.get("q_value"),
-            "base_helpfulness": c.get("base_helpfulness"), "tuned_helpfulness": c.get("tuned_helpfulness"),
+            "arm": arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.n_groups,
+            "base_gap": r.base_mean_gap, "tuned_gap": r.tuned_mean_gap,
+            "relative_reduction": r.relative_gap_reduction, "ci_low": r.ci_low,
+            "ci_high": r.ci_high, "p_value": r.p_value, "q_value": r.q_value,
+            "base_helpfulness": c.base_helpfulness, "tuned_helpfulness": c.tuned_helpfulness,
             "helpfulness_scope": helpfulness,
-            "base_words": c.get("base_mean_words"), "tuned_words": c.get("tuned_mean_words"),
-            "base_truncated": c.get("base_truncated_share"), "tuned_truncated": c.get("tuned_truncated_share"),
-            "base_noise_floor": c.get("base_noise_floor"), "tuned_noise_floor": c.get("tuned_noise_floor"),
-            "base_signed_diff": c.get("base_signed_diff"), "tuned_signed_diff": c.get("tuned_signed_diff"),
-            "detectable_reduction": c.get("detectable_reduction"),
-            "base_validity": d.get("base_validity"), "tuned_validity": d.get("tuned_validity"),
+            "base_words": c.base_words, "tuned_words": c.tuned_words,
+            "base_truncated": c.base_truncated_share, "tuned_truncated": c.tuned_truncated_share,
+            "base_noise_floor": c.base_noise_floor, "tuned_noise_floor": c.tuned_noise_floor,
+            "base_signed_diff": c.base_signed_diff, "tuned_signed_diff": c.tuned_signed_diff,
+            "detectable_reduction": c.detectable_reduction,
+            "base_validity": d.base_validity, "tuned_validity": d.tuned_validity,
             "train_samples": arm.get("train_samples", 0), "train_seconds": arm.get("train_seconds", 0.0),
-            "eval_seconds": arm.get("eval_seconds"), "valid": c.get("valid"), "reason": c.get("gap_change_reason"),
+            "eval_seconds": arm.get("eval_seconds"), "valid": c.valid, "reason": c.gap_change_reason,
         })  # fmt: skip
     return rows
 
@@ -72,14 +82,23 @@ def study_table(results_dir: Path, order: list[str] | None = None) -> pd.DataFra
     return frame.reset_index(drop=True)
 
 
-def curve_rows(arm: str, step: int, samples: int, metrics: dict) -> list[dict]:
+def curve_rows(arm: str, step: int, samples: int, consistency: ConsistencySummary) -> list[dict]:
     """Learning-curve rows of one evaluated snapshot: the gap per scope."""
     return [
-        {"arm": arm, "step": step, "samples": samples, "scope": scope, "base_gap": r.get("base_mean_gap"),
-         "tuned_gap": r.get("tuned_mean_gap"), "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
-         "q_value": r.get("q_value")}
-        for scope, r in _scopes(metrics["consistency"]).items()
+        {"arm": arm, "step": step, "samples": samples, "scope": scope, "base_gap": r.base_mean_gap,
+         "tuned_gap": r.tuned_mean_gap, "ci_low": r.ci_low, "ci_high": r.ci_high, "q_value": r.q_value}
+        for scope, r in _scopes(consistency).items()
     ]  # fmt: skip
+
+
+def untrained(consistency: ConsistencySummary) -> ConsistencySummary:
+    """The step-0 point of a learning curve: the base model against itself (tuned gap = base gap,
+    a zero-width interval, no test)."""
+    same = {"ci_low": 0.0, "ci_high": 0.0, "q_value": None}
+    return consistency.model_copy(update={
+        "tuned_mean_gap": consistency.base_mean_gap, **same,
+        "per_domain": {d: r.model_copy(update={"tuned_mean_gap": r.base_mean_gap, **same}) for d, r in consistency.per_domain.items()},
+    })  # fmt: skip
 
 
 def _num(value, digits: int = 3) -> str:

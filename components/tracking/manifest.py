@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Mapping
 
+from components.contracts.errors import UserError
 from components.hashing import file_sha256
 
 MANIFEST_DIGEST_TAG = "groupwise.manifest_sha256"
@@ -22,7 +23,7 @@ MANIFEST_PART_TAG = "groupwise.manifest.{}"  # the manifest JSON, cut into tag-s
 PART_CHARS = 4000  # under MLflow's tag value limit (5000 on some stores)
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """A model version's files differ from the manifest recorded when it was registered."""
 
 

@@ -31,13 +31,21 @@ import os
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
+from components.contracts.errors import UserError
+from components.contracts.version_tags import (
+    FINGERPRINT_TAG,
+    NO_CHAMPION,
+    PromotionRecord,
+    RollbackRecord,
+    VersionTags,
+)
 from components.models.provision import PROVENANCE_FILE
-from components.registry.gate import Champion, GateDecision, metrics_from_tags
+from components.registry.gate import Champion, GateDecision
 from components.registry.promotion import promotion_check
 from components.tracking.manifest import manifest_of, manifest_tags, verify
 
@@ -45,12 +53,11 @@ ENTRY_POINT = Path(__file__).with_name("pyfunc_entry.py")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # components/: shipped with the model
 PREDICT_PARAMS = {"max_new_tokens": 64, "temperature": 0.0}  # defaults of GroupwiseLoraModel.predict
 PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.19.0", "peft==0.21.2", "mlflow==3.17.2"]
-FINGERPRINT_TAG = "groupwise.fingerprint"
 HISTORY_TAG = "groupwise.champion_history"  # registered-model tag: JSON list, current champion last
 HISTORY_LIMIT = 50
 
 
-class PromotionError(ValueError):
+class PromotionError(UserError, ValueError):
     """A promotion or rollback that cannot be done as asked (the message says why)."""
 
 
@@ -66,6 +73,18 @@ class RegisteredVersion:
     @property
     def uri(self) -> str:
         return f"models:/{self.name}@{self.alias}"
+
+    def outcome(self) -> dict:
+        """What decision.json records of the registration."""
+        return {"model_name": self.name, "version": self.version, "alias": self.alias, "uri": self.uri,
+                "reused": self.reused, "alias_moved": self.alias_moved}  # fmt: skip
+
+    def describe(self) -> str:
+        """One line: registered (or found registered) as which version, and where the alias is."""
+        line = f"{'already registered' if self.reused else 'registered'} {self.name} version {self.version}"
+        if self.alias_moved:
+            return line + f", @{self.alias} ({self.uri})"
+        return line + f" (@{self.alias} stays on a newer version)"
 
 
 @dataclass(frozen=True)
@@ -131,7 +150,7 @@ def champion(model_name: str, champion_alias: str = "champion") -> Champion | No
     version = _version_by_alias(_client(), model_name, champion_alias)
     if version is None:
         return None
-    return Champion(str(version.version), metrics_from_tags(dict(version.tags)))
+    return Champion(str(version.version), VersionTags.from_tags(version.tags).metrics_tree())
 
 
 def find_version(model_name: str, fingerprint: str):
@@ -161,14 +180,15 @@ def register_adapter(
     base_model_dir: Path,
     model_name: str,
     alias: str,
-    tags: Mapping[str, str],
+    tags: VersionTags | Mapping[str, str],
     dtype: str = "float32",
     package_base_model: bool = False,
     fingerprint: str | None = None,
     lock_timeout: float = 120.0,
 ) -> RegisteredVersion:
     """Log adapter (+ base-model provenance, optionally the base itself) as a pyfunc in the active
-    run, register it as a new version of `model_name` with `tags`, and move `alias` forward to it.
+    run, register it as a new version of `model_name` with `tags` (`VersionTags`, or raw tags
+    decoded by it), and move `alias` forward to it.
 
     With a `fingerprint` already registered, returns that version instead (idempotent)."""
     import mlflow
@@ -178,9 +198,11 @@ def register_adapter(
     if run is None:
         raise RuntimeError("register_adapter needs an active MLflow run")
     client = _client()
-    tags = {k: str(v) for k, v in tags.items()}
+    record = tags if isinstance(tags, VersionTags) else VersionTags.from_tags(tags)
     if fingerprint:
-        tags[FINGERPRINT_TAG] = fingerprint
+        record = replace(record, fingerprint=fingerprint)
+    tags = record.to_tags()
+    if fingerprint:
         existing = find_version(model_name, fingerprint)
         if existing is not None:
             with registry_lock(model_name, lock_timeout):
@@ -264,8 +286,8 @@ def promote(
         previous = str(current.version) if current is not None else None
         if previous == version:
             raise PromotionError(f"{model_name} version {version} is already @{champion_alias}")
-        reigning = Champion(previous, metrics_from_tags(dict(current.tags))) if current is not None else None
-        check = promotion_check(dict(target.tags), reigning, gate)
+        reigning = Champion(previous, VersionTags.from_tags(current.tags).metrics_tree()) if current is not None else None
+        check = promotion_check(VersionTags.from_tags(target.tags), reigning, gate)
         if not check.passed and not force:
             raise PromotionError(
                 f"{model_name} version {version} refused: " + "; ".join(check.reasons())
@@ -275,21 +297,21 @@ def promote(
         if previous is not None and (not history or history[-1] != previous):
             history.append(previous)  # a champion set by hand: remember it too
         history = (history + [version])[-HISTORY_LIMIT:]
-        record = {
-            "promotion.by": actor(),
-            "promotion.at": _now(),
-            "promotion.reason": reason or "gates passed",
-            "promotion.forced": str(bool(force and not check.passed)).lower(),
-            "promotion.previous_champion": previous or "none",
-            "promotion.check": "pass" if check.passed else "fail: " + "; ".join(check.reasons()),
-        }
-        for key, value in record.items():  # tags first: the alias never points at an unrecorded version
+        record = PromotionRecord(
+            by=actor(),
+            at=_now(),
+            reason=reason or "gates passed",
+            forced=bool(force and not check.passed),
+            previous_champion=previous or NO_CHAMPION,
+            check="pass" if check.passed else "fail: " + "; ".join(check.reasons()),
+        )
+        for key, value in record.to_tags().items():  # tags first: the alias never points at an unrecorded version
             client.set_model_version_tag(model_name, version, key, value[:5000])
         client.set_registered_model_alias(model_name, champion_alias, version)
         if previous is not None:
             client.set_registered_model_alias(model_name, previous_alias, previous)
         client.set_registered_model_tag(model_name, HISTORY_TAG, json.dumps(history))
-    return PromotionResult(model_name, version, previous, record["promotion.forced"] == "true", check, history)
+    return PromotionResult(model_name, version, previous, bool(record.forced), check, history)
 
 
 def rollback(
@@ -314,8 +336,8 @@ def rollback(
             history.pop()
         if not history or history[-1] != back:
             history = [back]  # aliases were moved by hand: the recorded history no longer applies
-        for key, value in {"rollback.by": actor(), "rollback.at": _now(), "rollback.reason": reason or "rollback",
-                           "rollback.restored": back}.items():  # fmt: skip
+        record = RollbackRecord(by=actor(), at=_now(), reason=reason or "rollback", restored=back)
+        for key, value in record.to_tags().items():
             client.set_model_version_tag(model_name, demoted, key, value[:5000])
         client.set_registered_model_alias(model_name, champion_alias, back)
         if len(history) >= 2:
@@ -332,6 +354,14 @@ def load_verified(model_uri: str, dst: Path | None = None):
     is what is loaded. `model_uri`: models:/<name>/<version> or models:/<name>@<alias>."""
     import mlflow
 
+    local, _ = download_verified(model_uri, dst)
+    return mlflow.pyfunc.load_model(str(local))
+
+
+def download_verified(model_uri: str, dst: Path | None = None):
+    """(local folder, ModelVersion) of a version downloaded and checked against its SHA-256 manifest."""
+    import mlflow
+
     client = _client()
     name, _, ref = model_uri.removeprefix("models:/").partition("/")
     if "@" in name:
@@ -342,7 +372,7 @@ def load_verified(model_uri: str, dst: Path | None = None):
     folder = Path(dst or tempfile.mkdtemp(prefix="groupwise-verified-"))
     local = Path(mlflow.artifacts.download_artifacts(version.source, dst_path=str(folder)))
     verify(local, version.tags, f"{name} version {version.version}")
-    return mlflow.pyfunc.load_model(str(local))
+    return local, version
 
 
 @dataclass(frozen=True)
@@ -351,6 +381,11 @@ class VersionRow:
     aliases: tuple[str, ...]
     tags: dict[str, str]
     run_id: str
+
+    @property
+    def record(self) -> VersionTags:
+        """The tags decoded: gate verdicts, metrics, provenance, promotion and rollback records."""
+        return VersionTags.from_tags(self.tags)
 
 
 def list_versions(model_name: str) -> list[VersionRow]:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.contracts.errors import UserError
 from components.data.io import atomic_write_text
 
 MAX_ROWS_IN_MESSAGE = 10
@@ -90,7 +91,7 @@ class ValidationReport:
         return atomic_write_text(Path(path), text)
 
 
-class GroupValidationError(ValueError):
+class GroupValidationError(UserError, ValueError):
     """Groups files break at least one rule; `report` holds every result."""
 
     def __init__(self, report: ValidationReport) -> None:

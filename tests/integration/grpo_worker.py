@@ -53,7 +53,7 @@ def run_update(args) -> None:
     from components.grpo.advantages import grpo_advantage
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import seed_everything
-    from components.grpo.types import GroupBatch, Rollout
+    from components.contracts.rollouts import GroupBatch, Rollout
     from components.grpo.update import policy_update
     from components.models.lora import attach_lora
     from components.models.provision import load_base_model

@@ -117,6 +117,9 @@ def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_ur
     with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("retrain/groupwise-retrain")
     assert deployment.work_pool_name == "groupwise-process" and deployment.entrypoint == "flows/retrain.py:retrain"
+    # one run at a time: the server holds a concurrency limit of 1 for the deployment (runs share output folders)
+    limit = deployment.global_concurrency_limit
+    assert deployment.concurrency_limit == 1 or (limit is not None and limit.limit == 1), (deployment.concurrency_limit, limit)
     assert deployment.pull_steps == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}
     ]

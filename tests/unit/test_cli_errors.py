@@ -74,3 +74,51 @@ def test_a_crash_between_the_checkpoint_renames_is_recovered(tmp_path):
     assert recover_checkpoint(tmp_path / "latest").endswith("restored the previous checkpoint (a crash interrupted its replacement)")
     assert (tmp_path / "latest" / "adapter" / "adapter_model.safetensors").read_bytes() == b"v1"
     assert recover_checkpoint(tmp_path / "latest") is None  # nothing to do
+
+
+def test_a_programming_error_keeps_its_traceback_and_a_user_error_does_not(tmp_path, monkeypatch):
+    """KeyError/RuntimeError are bugs, not bad input: they are no longer folded into one line."""
+    from components.contracts.errors import UserError
+    from flows import steps
+
+    project = make_project(tmp_path / "p", "tiny")
+
+    def buggy(params, parent_run_id=None):
+        return {}["no such key"]
+
+    monkeypatch.setitem(steps.STEPS, "build", buggy)
+    result = runner.invoke(app, ["build", "--params", str(project / "params.yaml")])
+    assert result.exit_code not in (0, 2)
+    assert isinstance(result.exception, KeyError)
+
+    class BadInput(UserError):
+        pass
+
+    def refusing(params, parent_run_id=None):
+        raise BadInput("data/groups/consistency.jsonl: line 3: text: empty")
+
+    monkeypatch.setitem(steps.STEPS, "build", refusing)
+    one_line_failure(runner.invoke(app, ["build", "--params", str(project / "params.yaml")]), "line 3: text: empty")
+
+
+def test_every_user_facing_error_class_is_a_user_error():
+    from components.config import ParamsError
+    from components.contracts.errors import UserError
+    from components.contracts.naming import UnknownNameError
+    from components.data.importer import ImportRowError
+    from components.data.io import GroupFileError
+    from components.data.templates import TemplateError
+    from components.generation.engines import EngineStartError, EngineUnavailableError
+    from components.grpo.update import TrainingError
+    from components.models.provision import ModelProvisionError
+    from components.plugins import PluginError
+    from components.rewards.registry import RewardError
+    from components.tracking.base_model import BaseModelNotFoundError
+    from components.tracking.manifest import ManifestError
+    from components.validation.report import GroupValidationError
+    from flows.schedule import ServerRequiredError
+
+    for cls in (ParamsError, UnknownNameError, ImportRowError, GroupFileError, TemplateError, EngineStartError,
+                EngineUnavailableError, TrainingError, ModelProvisionError, PluginError, RewardError,
+                BaseModelNotFoundError, ManifestError, GroupValidationError, ServerRequiredError):  # fmt: skip
+        assert issubclass(cls, UserError), cls

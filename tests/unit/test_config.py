@@ -68,3 +68,33 @@ def test_mlflow_env_side_effect_does_not_redirect_other_projects(tmp_path, monke
     # mlflow.set_tracking_uri() exports MLFLOW_TRACKING_URI; params must not follow it
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////somewhere/else.db")
     assert load_params(write(tmp_path, {})).tracking.uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"train": {"advantage": {"estimator": "ppo"}}}, r"train\.advantage\.estimator: unknown advantage estimator 'ppo'; known: \['grpo', 'seed_grpo'"),
+        ({"train": {"loss_type": "grpoo"}}, r"train\.loss_type: unknown loss type 'grpoo'; known: \['bnpo', 'dapo', 'dr_grpo', 'grpo'\]"),
+        ({"train": {"policy_loss": "ppo"}}, r"train\.policy_loss: unknown policy loss 'ppo'; known: \[.*'ppo_clip'"),
+        ({"train": {"advantage": {"clustering": "kmeans"}}}, r"train\.advantage\.clustering: unknown clusterer 'kmeans'; known: \['answer', 'embedding'\]"),
+        ({"reward": {"weights": {"stability": 1.0, "fun": 1.0, "joy": 0.0}}}, r"reward\.weights: unknown reward \['fun', 'joy'\]; known: \['entropy_helpfulness'"),
+    ],
+)
+def test_unknown_registry_names_fail_when_the_registries_check_them(tmp_path, raw, message):
+    from components.contracts.naming import UnknownNameError
+    from components.plugins import check_registered_names
+
+    params = load_params(write(tmp_path, raw))  # loading params knows no registry
+    with pytest.raises(UnknownNameError, match=message) as info:
+        check_registered_names(params)
+    assert isinstance(info.value, ValueError)
+    check_registered_names(load_params(ROOT / "params.yaml"))
+
+
+def test_loading_params_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys; from components.config import load_params; load_params('params.yaml'); print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False", result.stderr

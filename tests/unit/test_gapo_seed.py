@@ -9,7 +9,7 @@ from components.config import AdvantageConfig, RewardConfig
 from components.data.schema import Member, PromptGroup
 from components.grpo.advantages import get_adv_est
 from components.grpo.semantic import answer_clusters, normalized_semantic_entropy, semantic_entropy
-from components.grpo.types import Rollout
+from components.contracts.rollouts import Rollout
 from components.rewards import get_reward
 
 COLOURS = PromptGroup(
@@ -75,3 +75,66 @@ def test_seed_grpo_scales_each_group_by_its_uncertainty():
     assert get_adv_est("seed_grpo")(rewards, index, AdvantageConfig(alpha=2.0), uncertainty)[2:].tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="semantic entropy"):
         get_adv_est("seed_grpo")(rewards, index, cfg)
+
+
+@pytest.mark.parametrize(
+    "scaling, alpha, expected",  # f(u) at u = 0, 0.5, 1, by hand
+    [
+        ("linear", 0.5, [1.0, 0.75, 0.5]),
+        ("linear", 2.0, [1.0, 0.0, 0.0]),  # clamped at 0
+        ("exp", 0.5, [1.0, math.exp(-0.25), math.exp(-0.5)]),
+        ("focal", 2.0, [1.0, 0.25, 0.0]),  # (1 - u)^2
+        ("focal", 0.5, [1.0, math.sqrt(0.5), 0.0]),
+    ],
+)
+def test_seed_scaling_forms_by_hand(scaling, alpha, expected):
+    rewards = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+    index = torch.tensor([0, 0, 1, 1, 2, 2])
+    uncertainty = torch.tensor([0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
+    cfg = AdvantageConfig(alpha=alpha, scaling=scaling)
+    grpo = get_adv_est("grpo")(rewards, index, cfg)
+    seed = get_adv_est("seed_grpo")(rewards, index, cfg, uncertainty)
+    factors = [float(seed[i] / grpo[i]) for i in (1, 3, 5)]  # grpo[i] = +1/std, never 0 here
+    assert factors == pytest.approx(expected, abs=1e-6)
+
+
+def test_answer_clustering_is_refused_on_free_text_groups():
+    from components.grpo.semantic import ClusteringError, check_answer_clustering
+
+    free = COLOURS.model_copy(update={"group_id": "advice-7", "valid_answers": None, "answer_normalizer": None})
+    seed = AdvantageConfig(estimator="seed_grpo", clustering="answer")
+    with pytest.raises(ClusteringError, match=r"group advice-7: .*clustering 'answer' needs valid_answers.*use clustering: embedding"):
+        check_answer_clustering([COLOURS, free], seed)
+    check_answer_clustering([COLOURS], seed)  # a valid set: fine
+    check_answer_clustering([free], AdvantageConfig(estimator="seed_grpo", clustering="embedding"))
+    check_answer_clustering([free], AdvantageConfig(estimator="grpo", clustering="answer"))  # not scaled: fine
+
+
+def test_validity_is_the_per_sample_baseline_reward():
+    reward = get_reward("validity")
+    assert reward.kind == "sample"
+    got = [reward.fn(r, COLOURS, RewardConfig()) for r in rollouts("Red.", "red", "purple", "It is blue", "")]
+    assert got == [1.0, 1.0, 0.0, 1.0, 0.0]  # repeats earn as much as new answers: no pressure to cover V
+    with pytest.raises(ValueError, match="colour"):
+        reward.fn(rollouts("red")[0], COLOURS.model_copy(update={"valid_answers": None}), RewardConfig())
+
+
+def test_estimators_declare_whether_they_read_uncertainty():
+    from components.grpo.advantages import register_adv_est, uses_uncertainty, ADVANTAGES
+
+    assert uses_uncertainty("seed_grpo") and not uses_uncertainty("grpo")
+
+    @register_adv_est("test_scaled")
+    def scaled(rewards, index, cfg, uncertainty=None, global_std=None):
+        return rewards * (1 - uncertainty)
+
+    scaled.uses_uncertainty = True
+    try:  # a user's estimator is clustered for, and refused on free text, like seed_grpo
+        from components.grpo.semantic import ClusteringError, check_answer_clustering
+
+        free = COLOURS.model_copy(update={"valid_answers": None, "answer_normalizer": None})
+        with pytest.raises(ClusteringError):
+            check_answer_clustering([free], AdvantageConfig(estimator="test_scaled", clustering="answer"))
+        assert uses_uncertainty("test_scaled")
+    finally:
+        ADVANTAGES.pop("test_scaled")

@@ -14,7 +14,7 @@ from components.grpo.advantages import ADVANTAGES, grpo_advantage, register_adv_
 from components.grpo.distributed import DistContext
 from components.grpo.rollouts import group_uncertainty
 from components.grpo.trainer import TrainingError, seed_everything, train
-from components.grpo.types import GroupBatch, Rollout
+from components.contracts.rollouts import GroupBatch, Rollout
 from components.grpo.update import policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model

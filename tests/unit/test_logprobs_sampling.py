@@ -7,7 +7,7 @@ import torch
 
 from components.generation.sampling import SamplingConfig, TransformersEngine, sample_next
 from components.grpo.logprobs import completion_logprobs, pack
-from components.grpo.types import Rollout
+from components.contracts.rollouts import Rollout
 from components.models.provision import load_base_model
 
 

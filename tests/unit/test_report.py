@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from components.contracts.summary import SCHEMA_VERSION
 from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
 from components.evaluation.plots import METRIC_DELTA_COLUMNS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, summarize
@@ -203,7 +204,7 @@ def test_write_report_files(tmp_path):
     )  # no temporary files left behind
     text = files.metrics.read_text()
     assert "NaN" not in text and "Infinity" not in text
-    assert json.loads(text) == metrics
+    assert json.loads(text) == {"schema_version": SCHEMA_VERSION, **metrics}  # the summary, versioned
     assert all_numbers_finite(json.loads(text))
 
     assert list(pd.read_csv(files.per_group_consistency).columns) == CONSISTENCY_COLUMNS

@@ -4,7 +4,7 @@ import pytest
 
 from components.config import RewardConfig
 from components.data.schema import Member, PromptGroup
-from components.grpo.types import GroupBatch, Rollout
+from components.contracts.rollouts import GroupBatch, Rollout
 from components.rewards import compute_rewards, get_reward, register_reward
 from components.rewards.entropy import normalized_entropy, response_entropy, windowed_entropy
 from components.rewards.registry import REWARDS, RewardError

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from components.contracts.summary import HelpfulnessDefinition
 from components.study.report import CURVE_COLUMNS, helpfulness_label, plot_learning_curve, render_markdown
 
 
 def test_helpfulness_label_reads_metrics_then_overrides_then_the_old_default():
-    assert helpfulness_label({"helpfulness_definition": {"scope": "window", "max_words": 32}}, {}) == "window/32"
+    assert helpfulness_label(HelpfulnessDefinition(scope="window", max_words=32), {}) == "window/32"
     arm = {"overrides": {"reward": {"entropy_scope": "answer", "entropy_max_words": 64}}}
-    assert helpfulness_label({}, arm) == "answer/64"
+    assert helpfulness_label(None, arm) == "answer/64"
     # evaluations from before reward.entropy_scope: whole answers, W_max not recorded
-    assert helpfulness_label({}, {"overrides": {"train": {"steps": 3}}}) == "answer/?"
+    assert helpfulness_label(None, {"overrides": {"train": {"steps": 3}}}) == "answer/?"
 
 
 def _row(arm: str, step: int, scope: str, gap: float) -> dict:

@@ -91,3 +91,34 @@ def test_gapo_frequency_reward_with_seed_grpo_trains_on_diversity_groups(tiny_mo
     assert final["reward/frequency_aware_mean"] == -1.0
     assert final["semantic_entropy_mean"] == pytest.approx(1.0)  # G clusters of one: log G / log G
     assert (tmp_path / "ckpt" / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+
+
+def test_gradient_checkpointing_trains_the_same_adapter(tiny_model_dir, tmp_path, monkeypatch):
+    """Recomputing activations in the backward changes memory, not the update: two steps with and
+    without `train.gradient_checkpointing` end with the same adapter (to float rounding), and only
+    the second goes through torch's checkpoint."""
+    import transformers.modeling_utils as modeling_utils
+
+    calls = []
+    real = modeling_utils.checkpoint
+    monkeypatch.setattr(modeling_utils, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    plain = tiny_params(share_prompts=False)
+    checkpointed = tiny_params(share_prompts=False, gradient_checkpointing=True)
+    a = train(plain, groups(), tiny_model_dir, tmp_path / "plain", show_progress=False)
+    assert not calls
+    b = train(checkpointed, groups(), tiny_model_dir, tmp_path / "gc", show_progress=False)
+    assert calls, "gradient checkpointing was not used"
+    wa = load_file(tmp_path / "plain" / ADAPTER_DIR / "adapter_model.safetensors")
+    wb = load_file(tmp_path / "gc" / ADAPTER_DIR / "adapter_model.safetensors")
+    assert any(v.abs().sum() > 0 for k, v in wa.items() if "lora_B" in k)
+    for k in wa:
+        torch.testing.assert_close(wb[k], wa[k], rtol=1e-4, atol=1e-6)
+    assert [h["loss"] for h in b.history] == pytest.approx([h["loss"] for h in a.history], rel=1e-4, abs=1e-7)
+
+
+def test_gradient_checkpointing_with_shared_prompts_is_refused():
+    from components.config import TrainConfig
+
+    with pytest.raises(ValueError, match="gradient_checkpointing needs share_prompts: false"):
+        TrainConfig(gradient_checkpointing=True, share_prompts=True)
+    assert TrainConfig(gradient_checkpointing=True, share_prompts=False).gradient_checkpointing

@@ -1,4 +1,9 @@
-"""Data types at the seams of the GRPO step: rollouts and whole-group batches."""
+"""Rollouts: the seam between sampling (grpo.rollouts), rewards, advantages and the update.
+
+A `Rollout` is one sampled completion of one prompt variant; a `GroupBatch` holds the rollouts of
+whole groups with the explicit group index of each rollout (verl's `index`), so rewards and
+advantages never rely on positions.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from components.data.schema import PromptGroup
+from components.contracts.groups import PromptGroup
 
 
 @dataclass(frozen=True)

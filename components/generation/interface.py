@@ -1,0 +1,78 @@
+"""What a generation engine is: its samples, its interface, its failures and its registry.
+
+An engine (`vllm`, `transformers`; `components.generation.engines` picks and starts one) takes a
+whole evaluation set in one call and returns, per prompt, n `Sample`s. The engine modules import
+this one and register their factory with `@register_engine("name")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from components.contracts.errors import UserError
+from components.config import EvalConfig
+from components.contracts.naming import NameRegistry
+from components.generation.sampling import SamplingConfig
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled completion of one prompt."""
+
+    prompt_index: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]  # log p(token_t | prompt, tokens_<t) of each completion token
+    text: str
+    truncated: bool  # stopped by max_new_tokens, not by end of sequence
+
+    @property
+    def mean_logprob(self) -> float | None:
+        """(1/T) Σ_t log p_t over the completion tokens; None for an empty completion."""
+        return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
+
+
+class GenerationEngine(Protocol):
+    """What evaluation needs from an engine."""
+
+    name: str
+
+    def generate(
+        self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None
+    ) -> list[list[Sample]]:
+        """cfg.n samples for every prompt (user messages, chat template applied by the engine)."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine (processes, memory)."""
+        ...
+
+
+class EngineUnavailableError(UserError, RuntimeError):
+    """The engine's package is not installed (the message says which and how to install it)."""
+
+
+class EngineStartError(UserError, RuntimeError):
+    """The engine is installed but could not start (the message names the cause)."""
+
+
+EngineFactory = Callable[[Path, EvalConfig, str, int], GenerationEngine]
+ENGINES = NameRegistry[EngineFactory]("engine")
+
+
+def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
+    """Register `factory(model_dir, eval_cfg, dtype, seed) -> GenerationEngine` under `name`."""
+    return ENGINES.register(name)
+
+
+def validate_samples(outputs: list[list[Sample]], n_prompts: int, n: int, engine: str) -> None:
+    """Every prompt got exactly n samples (an engine that drops requests must not go unnoticed)."""
+    if len(outputs) != n_prompts or any(len(samples) != n for samples in outputs):
+        counts = sorted({len(samples) for samples in outputs})
+        raise RuntimeError(
+            f"{engine} engine returned {len(outputs)} prompt outputs with {counts} samples each "
+            f"for {n_prompts} prompts x n={n}"
+        )

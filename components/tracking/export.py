@@ -1,0 +1,163 @@
+"""`groupwise export`: a registered version as one merged model folder that vLLM or transformers load.
+
+The version is downloaded and checked against its SHA-256 manifest, its base model is found by the
+SHA-256 of its weights (`components.tracking.base_model`), the LoRA deltas are merged into the base
+weights (W ← W + (α/r)·B·A, peft `merge_and_unload`), and the folder gets the tokenizer, the chat
+template and a model card (`README.md`) saying what the model is and why it was registered. The
+folder appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.contracts.errors import UserError
+from components.tracking.base_model import expected_weights_sha256, locate_base_model
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
+CARD_FILE = "README.md"
+EXPORT_FILE = "groupwise_export.json"  # what was exported from where, machine-readable
+
+
+class ExportError(UserError, ValueError):
+    """The export cannot be written where asked."""
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    path: Path
+    model_name: str
+    version: str
+    base_weights_sha256: str
+
+
+def _pyfunc_parts(local: Path) -> tuple[dict[str, Path], dict]:
+    """(artifact name -> local path, model_config) of a downloaded groupwise pyfunc model."""
+    from mlflow.models import Model
+
+    flavor = Model.load(str(local)).flavors["python_function"]
+    artifacts = {name: local / spec["path"] for name, spec in (flavor.get("artifacts") or {}).items()}
+    return artifacts, dict(flavor.get("config") or flavor.get("model_config") or {})
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return "\n".join(["| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
+
+
+def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str) -> str:
+    """The model card: base model and its SHA-256, data, params, gates, headline metrics, run link."""
+    tags = dict(version.tags)
+    gates = sorted((k.removeprefix("gate."), v) for k, v in tags.items() if k.startswith("gate.") and k.count(".") == 1)
+    def metric(key: str) -> str:
+        try:
+            return f"{float(tags[f'metric.{key}']):.3g}"
+        except (KeyError, ValueError):
+            return "n/a"
+
+    headline = [
+        ("gender gap, base → tuned", f"{metric('consistency.base_mean_gap')} → {metric('consistency.tuned_mean_gap')}"),
+        ("relative gap reduction", metric("consistency.relative_gap_reduction")),
+        ("q (BH)", metric("consistency.q_value")),
+        ("helpfulness, base → tuned", f"{metric('consistency.base_helpfulness')} → {metric('consistency.tuned_helpfulness')}"),
+        ("truncated share, tuned", metric("consistency.tuned_truncated_share")),
+        ("validity (diversity tasks), base → tuned", f"{metric('diversity.base_validity')} → {metric('diversity.tuned_validity')}"),
+    ]
+    base = [
+        ("source", provenance.get("source", "?")),
+        ("origin", provenance.get("origin") or provenance.get("gguf_file") or "?"),
+        ("architecture", provenance.get("architecture") or "?"),
+        ("parameters", f"{provenance.get('n_parameters', 0) / 1e6:.1f} M"),
+        ("weights SHA-256", f"`{provenance.get('weights_sha256')}`"),
+    ]
+    data = [("groups files SHA-256", f"`{tags.get('data.sha256', '?')}`"), ("DVC md5", f"`{tags.get('data.dvc_md5', '?')}`"),
+            ("params hash", f"`{tags.get('params.hash', '?')}`"), ("git commit", f"`{tags.get('git.commit', '?')}`")]  # fmt: skip
+    return "\n\n".join(
+        [
+            f"# {name} version {version.version} (merged)",
+            "A LoRA adapter trained with groupwise (group-relative RL for consistent answers across equivalent "
+            f"prompts), merged into its base model. Weights: `model.safetensors` ({dtype}); load with "
+            "`transformers.AutoModelForCausalLM.from_pretrained(<this folder>)` or `vllm serve <this folder>`.",
+            "## Base model\n\n" + _table(base),
+            "## Training data and params\n\n" + _table(data),
+            "## Why it was registered\n\n"
+            + _table([(g, v) for g, v in gates] or [("gates", "none recorded")]),
+            "## Headline metrics (held-out groups)\n\n" + _table(headline),
+            "## Tracking\n\n"
+            + _table([("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
+                      ("model version", f"models:/{name}/{version.version}"),
+                      ("exported", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]),  # fmt: skip
+        ]
+    ) + "\n"
+
+
+def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: str | None = None, alias: str | None = None,
+                   dtype: str | None = None) -> ExportedModel:  # fmt: skip
+    """Merge registered `version` (or the one `alias` points at) into `out_dir`, atomically."""
+    from components.models.lora import merge_adapter
+    from components.tracking.model_registry import download_verified
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ExportError(f"{out_dir}: exists and is not empty; export into a new folder")
+    uri = f"models:/{model_name}/{resolve_version(model_name, version, alias).version}"
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    try:
+        local, found = download_verified(uri, staging / "version")
+        artifacts, config = _pyfunc_parts(local)
+        expected = expected_weights_sha256(artifacts["provenance"])
+        base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"))
+        dtype = dtype or config.get("dtype", "float32")
+        merged = staging / "merged"
+        merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
+        for name in TOKENIZER_FILES:
+            if (base_dir / name).is_file():
+                shutil.copy2(base_dir / name, merged / name)
+        provenance = json.loads(artifacts["provenance"].read_text())
+        (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
+        (merged / EXPORT_FILE).write_text(json.dumps(
+            {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
+             "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
+        if out_dir.exists():
+            out_dir.rmdir()  # empty (checked above)
+        merged.rename(out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportedModel(out_dir, model_name, str(found.version), expected)
+
+
+def resolve_version(model_name: str, version: str | None = None, alias: str | None = None):
+    """The registered `ModelVersion` a --version or --alias names (ValueError when there is none)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    if (version is None) == (alias is None):
+        raise ValueError("give exactly one of --version or --alias")
+    try:
+        client = MlflowClient()
+        return client.get_model_version_by_alias(model_name, alias) if alias else client.get_model_version(model_name, version)
+    except MlflowException as exc:
+        what = f"alias @{alias}" if alias else f"version {version}"
+        raise ValueError(f"{model_name}: no {what} in the model registry ({exc.error_code})") from None
+
+
+def export_for_serving(model_name: str, exports_dir: Path, tracking_uri: str, version: str | None = None,
+                       alias: str | None = None) -> ExportedModel:  # fmt: skip
+    """The merged export of a version under `exports_dir/<name>-v<N>`, made once and reused while
+    its recorded tags (manifest digest included) are the version's."""
+    from components.tracking.manifest import MANIFEST_DIGEST_TAG
+
+    found = resolve_version(model_name, version, alias)
+    target = Path(exports_dir) / f"{model_name}-v{found.version}"
+    record = target / EXPORT_FILE
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("tags", {}).get(MANIFEST_DIGEST_TAG) == found.tags.get(MANIFEST_DIGEST_TAG) and saved.get("version") == str(found.version):
+            return ExportedModel(target, model_name, str(found.version), saved["base_weights_sha256"])
+        shutil.rmtree(target)
+    return export_version(model_name, target, tracking_uri, version=str(found.version))
