@@ -107,6 +107,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
+    from components.grpo.trl_names import with_trl_names
     from components.plugins import check_registered_names
     from components.validation.precondition import ensure_validated
 
@@ -134,7 +135,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
             groups,
             params.paths.base_model,
             checkpoint,
-            on_step=lambda step, metrics: runs.log_metrics(metrics, step=step, prefix="train."),
+            on_step=lambda step, metrics: runs.log_metrics(with_trl_names(metrics), step=step, prefix="train."),
             on_rollouts=lambda step, rows: runs.log_table(rows, f"rollouts/step_{step:05d}.json"),
             resume=resume,
             state_dir=state_dir,
