@@ -173,6 +173,8 @@ class DiversitySummary(_Record):
     tuned_validity: float | None = None
     base_coverage: float | None = None
     tuned_coverage: float | None = None
+    base_all_valid: float | None = None  # absent in files written before it existed
+    tuned_all_valid: float | None = None
     base_unique_at_n: float | None = None
     tuned_unique_at_n: float | None = None
     base_tv_to_uniform: float | None = None

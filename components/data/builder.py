@@ -112,7 +112,7 @@ def diversity_groups(template: DiversityTemplate) -> list[PromptGroup]:
             valid_answers=list(task.valid_answers),
             answer_normalizer=task.normalizer,
         )
-        for task in template.tasks
+        for task in template.all_tasks()
         for p, text in enumerate(task.phrasings)
     ]
 

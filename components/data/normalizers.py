@@ -20,6 +20,10 @@ Registered:
   valid answer (case-insensitive). Strict; for answers that must stand alone.
 - ``integer``: the first integer in the completion (digits with an optional minus sign; decimals
   such as "3.5" are skipped), compared by value ("07" is 7). If that integer is not valid: ``None``.
+- ``final_integer``: the answer parser of the arithmetic tasks: the integer after the last "answer
+  is" / "=" / "####" marker when there is one, else the *last* integer of the completion (working
+  shown before the result, as GSM8K answers end); thousands separators ("1,200") are read. If that
+  integer is not valid: ``None``.
 - ``letter``: a single-letter answer (vowels, note names A–G). The whole completion if it is one
   letter; else the first quoted or bold letter ('E', "E", *E*, **E**); else the *last* stand-alone
   valid letter, not counting a lower-case "a" (the article) or "I" followed by a word (the pronoun).
@@ -117,6 +121,26 @@ def integer(completion: str, valid_answers: Sequence[str]) -> str | None:
             if any(_PLAIN_INTEGER.fullmatch(s) and int(s) == value for s in aliases(answer)):
                 return answer
         return None
+    return None
+
+
+_ANSWER_MARKER = re.compile(r"(?:answer\s*(?:is|:)|=|####)", re.IGNORECASE)
+_GROUPED_INTEGER = re.compile(r"(?<![\w.,])-?\d{1,3}(?:,\d{3})+(?![\w]|[.,]\d)|(?<![\w.,])-?\d+(?![\w]|[.,]\d)")
+
+
+@register_normalizer("final_integer")
+def final_integer(completion: str, valid_answers: Sequence[str]) -> str | None:
+    """The first integer after the last answer marker, else the last integer (see the module docstring)."""
+    markers = list(_ANSWER_MARKER.finditer(completion))
+    tail = completion[markers[-1].end():] if markers else completion
+    numbers = _GROUPED_INTEGER.findall(tail)
+    if not numbers:
+        return None
+    token = numbers[0] if markers else numbers[-1]
+    value = int(token.replace(",", ""))
+    for answer in valid_answers:
+        if any(_PLAIN_INTEGER.fullmatch(s) and int(s) == value for s in aliases(answer)):
+            return answer
     return None
 
 

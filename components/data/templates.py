@@ -88,11 +88,27 @@ class DiversityTask(_Model):
     phrasings: list[Text] = Field(min_length=1)
 
 
+class GeneratedTasks(_Model):
+    """Tasks made by a registered generator (components/data/task_generators.py)."""
+
+    generator: Text
+    count: int = Field(ge=1)
+    seed: int = 0
+
+
 class DiversityTemplate(_Model):
-    """A list of diversity tasks."""
+    """A list of diversity tasks, written out (`tasks`) and/or generated (`generate`)."""
 
     task: Literal["diversity"]
-    tasks: list[DiversityTask] = Field(min_length=1)
+    tasks: list[DiversityTask] = []
+    generate: list[GeneratedTasks] = []
+
+    def all_tasks(self) -> list[DiversityTask]:
+        """The written tasks, then each generator's, in order."""
+        from components.data.task_generators import GENERATORS
+
+        made = [DiversityTask(**fields) for spec in self.generate for fields in GENERATORS.get(spec.generator)(spec.count, spec.seed)]
+        return [*self.tasks, *made]
 
 
 Template = ConsistencyTemplate | DiversityTemplate
@@ -171,8 +187,15 @@ def _check_consistency(template: ConsistencyTemplate) -> None:
 
 
 def _check_diversity(template: DiversityTemplate) -> None:
+    from components.data.task_generators import GENERATORS
+
+    if not template.tasks and not template.generate:
+        raise ValueError("tasks: no tasks written and none generated (give `tasks` or `generate`)")
+    for i, spec in enumerate(template.generate):
+        if spec.generator not in GENERATORS:
+            raise ValueError(f"generate[{i}].generator: unknown {spec.generator!r}; known: {', '.join(GENERATORS.names())}")
     seen: set[str] = set()
-    for i, task in enumerate(template.tasks):
+    for i, task in enumerate(template.all_tasks()):
         where = f"tasks[{i}]"
         if task.domain in seen:
             raise ValueError(f"{where}.domain: duplicate domain {task.domain!r}")

@@ -125,6 +125,12 @@ def coverage(answers: Sequence[str | None], valid_answers: Sequence[str]) -> flo
     return len({answer for answer in answers if answer in valid}) / len(valid)
 
 
+def all_valid(answers: Sequence[str | None], valid_answers: Sequence[str]) -> float:
+    """1 if the samples name every valid answer (coverage = 1), else 0: per task, GAPO's "generations
+    containing all valid options" (arXiv:2511.12596); its mean over tasks is the rate."""
+    return 1.0 if coverage(answers, valid_answers) == 1.0 else 0.0
+
+
 def distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequence[str]) -> float:
     """Total-variation distance to uniform: TV = ½ Σ_{v∈V} |f_v − 1/L|, in [0, 1 − 1/L].
 

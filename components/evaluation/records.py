@@ -24,6 +24,7 @@ from components.embeddings import threshold_clusters
 from components.evaluation.metrics import (
     axis_gap,
     axis_value_entropies,
+    all_valid,
     coverage,
     cross_variant_cosine,
     distance_to_uniform,
@@ -66,7 +67,7 @@ CONSISTENCY_METRICS = (
 )  # fmt: skip
 DIVERSITY_METRICS = (
     "distinct_1", "distinct_2", "self_bleu", "vendi", "semantic_entropy", "n_clusters",
-    "validity", "coverage", "unique_at_n", "tv_to_uniform", "kl_to_uniform", "js_to_uniform",
+    "validity", "coverage", "all_valid", "unique_at_n", "tv_to_uniform", "kl_to_uniform", "js_to_uniform",
     "helpfulness", "words", "empty_rate",
 )  # fmt: skip
 # lower is better for these (used by the report to say which way a change goes)
@@ -278,6 +279,7 @@ def diversity_record(
         row[f"{model}_n_clusters"] = n_clusters(labels)
         row[f"{model}_validity"] = validity(answers)
         row[f"{model}_coverage"] = coverage(answers, valid)
+        row[f"{model}_all_valid"] = all_valid(answers, valid)
         row[f"{model}_unique_at_n"] = unique_at_n(answers)
         row[f"{model}_tv_to_uniform"] = distance_to_uniform(answers, valid)
         row[f"{model}_kl_to_uniform"] = kl_to_uniform(answers, valid)

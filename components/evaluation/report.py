@@ -151,6 +151,7 @@ DIVERSITY_ROWS = (
     ("meaning clusters", "n_clusters"),
     ("validity", "validity"),
     ("coverage of valid answers", "coverage"),
+    ("every valid option named (share of tasks)", "all_valid"),
     ("Unique@N", "unique_at_n"),
     ("TV distance to uniform (lower is better)", "tv_to_uniform"),
     ("KL to uniform (nats, lower is better)", "kl_to_uniform"),

@@ -47,3 +47,16 @@ def validity(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
     """R_i = 1 if o_i gives an answer in V, else 0: per-sample GRPO, the baseline GAPO beats
     (arXiv:2511.12596); it pays every valid answer alike, however often the group repeats it."""
     return 0.0 if group_answers([rollout], group)[0] is None else 1.0
+
+
+@register_reward("correctness", kind="sample")
+def correctness(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
+    """R_i = 1 if o_i's parsed answer is the task's one right answer, else 0 (SEED-GRPO's reasoning
+    reward, arXiv:2505.12346): `validity` on a task whose valid set has exactly one answer, parsed
+    by the group's normaliser (`final_integer` for the arithmetic tasks)."""
+    if not group.valid_answers or len(group.valid_answers) != 1:
+        raise ValueError(
+            f"group {group.group_id}: correctness needs exactly one valid answer "
+            f"(has {len(group.valid_answers or [])}); use validity or frequency_aware for sets"
+        )
+    return validity(rollout, group, cfg)
