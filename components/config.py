@@ -236,7 +236,9 @@ class TrainConfig(_Section):
     snapshot_every: int = Field(
         0, ge=0, description="keep an evaluable adapter every N steps in <checkpoints>/snapshots (0: never)"
     )
-    domains: list[str] | None = Field(None, description="train only on groups of these domains (null: all)")
+    domains: list[str] | None = Field(
+        None, description="train only on groups of these domains, names or fnmatch patterns such as 'list-*' (null: all)"
+    )
     log_rollouts_every: int = Field(0, ge=0, description="table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -308,7 +310,7 @@ class EvalConfig(_Section):
     max_diversity_tasks: int = Field(8, ge=0)
     alpha: float = Field(0.01, gt=0, lt=1, description="significance level of the paired test")
     domains: list[str] | None = Field(
-        None, description="evaluate only held-out consistency groups of these domains (null: all)"
+        None, description="evaluate only held-out consistency groups of these domains, names or fnmatch patterns (null: all)"
     )
     gap_axis: str | None = Field(
         None, description="variant axis of the headline gap |H(A) - H(B)| (null: each group's first variant axis)"
@@ -408,9 +410,17 @@ class StudyArm(_Section):
 
 
 class StudyConfig(_Section):
-    """`groupwise study`: arms run one after another from one profile; results/consistency.md."""
+    """`groupwise study [--study NAME]`: arms run one after another from one profile; results/<NAME>.md."""
 
     profile: str = Field("paper", description="profile every arm starts from")
+    report: Literal["consistency", "diversity"] = Field(
+        "consistency",
+        description="consistency: the paper's gap per arm (results/consistency.md) | diversity: validity, coverage, "
+        "all-valid and accuracy per task family, paired against the base and between arms",
+    )
+    compare: list[tuple[str, str]] = Field(
+        default_factory=list, description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned)"
+    )
     learning_curve_arm: str | None = Field(
         None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve"
     )
@@ -423,6 +433,10 @@ class StudyConfig(_Section):
         for name in self.arms:
             if not name or not all(c.isalnum() or c in "-_." for c in name):
                 raise ValueError(f"arms: {name!r} is not a valid arm name (letters, digits, '-', '_', '.')")
+        for pair in self.compare:
+            unknown = [a for a in pair if a not in self.arms]
+            if unknown:
+                raise ValueError(f"compare: {unknown} not arms of this study; arms: {sorted(self.arms)}")
         return self
 
 
@@ -464,7 +478,18 @@ class Params(_Section):
     registry: RegistryConfig = RegistryConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     study: StudyConfig = StudyConfig()
+    studies: dict[str, StudyConfig] = Field(
+        default_factory=dict, description="further studies by name (`groupwise study --study NAME`, results/NAME.md)"
+    )
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
+
+    @model_validator(mode="after")
+    def _study_names(self) -> "Params":
+        for name in self.studies:
+            if name == "consistency" or not name or not all(c.isalnum() or c in "-_" for c in name):
+                raise ValueError(f"studies: {name!r} is not a study name (letters, digits, '-', '_'; "
+                                 "'consistency' is the `study` section)")  # fmt: skip
+        return self
 
     def section_dict(self, *names: str) -> dict[str, Any]:
         """Plain dict of some sections (for logging as run params)."""

@@ -136,19 +136,19 @@ def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 def study(
     params: Path = ParamsOpt,
     arm: Optional[list[str]] = typer.Option(None, "--arm", help="run only this arm (repeatable); default: every arm"),
-    report_only: bool = typer.Option(False, "--report-only", help="rewrite results/consistency.md from finished arms"),
+    report_only: bool = typer.Option(False, "--report-only", help="rewrite the study's report from finished arms"),
+    name: Optional[str] = typer.Option(
+        None, "--study", help="consistency (params.yaml `study`, the default) or a name under `studies` (e.g. gapo, seed)"
+    ),
 ) -> None:
-    """Run the consistency study (params.yaml `study`): arms in order, finished ones skipped; results/consistency.md."""
-    from components.config import load_params
-    from flows.study import RESULTS, study as study_flow, write_study_report
+    """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md)."""
+    from flows.study import load_study, study as study_flow, write_study_report
 
     try:
         if report_only:
-            resolved = load_params(params)
-            resolved = load_params(params, resolved.study.profile)
-            path = write_study_report(resolved, resolved.root / RESULTS)
+            path = write_study_report(load_study(params, name)[1])
         else:
-            path = study_flow(str(params), arm or None)
+            path = study_flow(str(params), arm or None, name)
     except USER_ERRORS as exc:
         raise _fail("study", exc) from exc
     out.print(f"[bold green]study[/] results: {escape(str(path))}")

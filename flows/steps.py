@@ -104,6 +104,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     and writes the checkpoint. `resume=True` continues from `<checkpoints>/resume`.
     """
     from components.data import load_groups
+    from components.data.selection import select_groups
     from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
@@ -118,10 +119,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
         print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
-    groups = [
-        g for g in load_groups(params.paths.groups, split="train")
-        if g.task in params.train.tasks and (domains is None or g.domain in domains)
-    ]  # fmt: skip
+    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, domains)
     if not groups:
         raise ValueError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")

@@ -1,9 +1,12 @@
-"""`groupwise study`: the consistency study, arm after arm, resumable, one MLflow run per arm.
+"""`groupwise study [--study NAME]`: a study, arm after arm, resumable, one MLflow run per arm.
 
-Every arm starts from the `study.profile` profile of params.yaml with the arm's overrides merged
-over it, writes its checkpoints and reports under `data/study/<arm>/` and copies what the study
-reports (metrics, statistics, per-group table, summary, training log) to `results/study/<arm>/`
-(in git). An arm whose `results/study/<arm>/arm.json` carries the fingerprint of its current
+The consistency study is params.yaml's `study` section (results/consistency.md); further studies
+are `studies.<NAME>` (results/NAME.md, e.g. the GAPO and SEED-GRPO settings of issue 14, rendered by
+`components.study.diversity_report`). Every arm starts from its study's `profile` with the arm's
+overrides merged over it, writes its checkpoints and reports under `data/study/<arm>/`
+(`data/study-NAME/<arm>/`) and copies what the study reports (metrics, statistics, per-group
+tables, summary, training log) to `results/study/<arm>/` (`results/study-NAME/<arm>/`, in git).
+An arm whose `arm.json` there carries the fingerprint of its current
 params is done and skipped, so an interrupted study resumes where it stopped; an interrupted
 training resumes from its newest state (`train.save_every`). Arms never touch the model registry.
 
@@ -19,13 +22,14 @@ import hashlib
 import json
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from components.config import Params, load_params, with_overrides
+from components.config import Params, StudyConfig, load_params, with_overrides
 from components.study.report import (
     ARM_FILE,
     CURVE_COLUMNS,
@@ -38,18 +42,51 @@ from components.study.report import (
     study_table,
     untrained,
 )
+from components.study.diversity_report import write_diversity_report
 from components.tracking import runs
 from flows import steps
 
 RESULTS = "results"
 COMMAND = "groupwise study"
-COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "summary.md", "metric_deltas.csv", "comparisons.csv")
+COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "summary.md",
+          "metric_deltas.csv", "comparisons.csv")  # fmt: skip
+CONSISTENCY = "consistency"  # the `study` section's name
 
 
-def arm_params(params: Params, name: str) -> Params:
+@dataclass(frozen=True)
+class Study:
+    """Where one study's arms and results live: `consistency` (the `study` section) or `studies.<name>`."""
+
+    name: str
+    config: StudyConfig
+    results: Path  # <root>/results
+
+    @classmethod
+    def of(cls, params: Params, name: str | None = None) -> "Study":
+        name = name or CONSISTENCY
+        if name == CONSISTENCY:
+            return cls(name, params.study, params.root / RESULTS)
+        if name not in params.studies:
+            known = [CONSISTENCY, *sorted(params.studies)]
+            raise ValueError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
+        return cls(name, params.studies[name], params.root / RESULTS)
+
+    @property
+    def folder(self) -> str:
+        return "study" if self.name == CONSISTENCY else f"study-{self.name}"
+
+    @property
+    def arms_dir(self) -> Path:
+        return self.results / self.folder
+
+    def arm_dir(self, arm: str) -> Path:
+        return self.arms_dir / arm
+
+
+def arm_params(params: Params, study: Study, name: str) -> Params:
     """The arm's params: its overrides over the study profile, its own checkpoint and report folders."""
-    arm = params.study.arms[name]
-    folder = f"data/study/{name}"
+    arm = study.config.arms[name]
+    folder = f"data/{study.folder}/{name}"
     return with_overrides(
         params, arm.overrides,
         paths={"checkpoints": f"{folder}/checkpoints", "reports": f"{folder}/reports", "registry": f"{folder}/registry"},
@@ -60,33 +97,32 @@ def arm_fingerprint(params: Params, kind: str) -> str:
     """What an arm's results depend on: every section but paths, tracking, registry, schedule, study."""
     # exclude_defaults: a field added later with a default does not invalidate finished arms
     payload = params.model_dump(
-        mode="json", exclude={"paths", "tracking", "registry", "schedule", "study", "gate"}, exclude_defaults=True
+        mode="json", exclude={"paths", "tracking", "registry", "schedule", "study", "studies", "gate"}, exclude_defaults=True
     )
     payload["kind"] = kind
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def arm_done(results: Path, name: str, fingerprint: str) -> bool:
-    path = results / "study" / name / ARM_FILE
+def arm_done(study: Study, name: str, fingerprint: str) -> bool:
+    path = study.arm_dir(name) / ARM_FILE
     return path.is_file() and json.loads(path.read_text()).get("fingerprint") == fingerprint
 
 
 def _trained(params: Params) -> bool:
     """The arm's final checkpoint exists and was written for these training params."""
     from components.data import load_groups
+    from components.data.selection import select_groups
     from components.grpo.checkpoint import STATE_FILE
     from components.grpo.trainer import run_fingerprint
 
     state = params.paths.checkpoints / "latest" / STATE_FILE
     if not state.is_file():
         return False
-    domains = params.train.domains
-    groups = [g for g in load_groups(params.paths.groups, split="train")
-              if g.task in params.train.tasks and (domains is None or g.domain in domains)]  # fmt: skip
+    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, params.train.domains)
     return json.loads(state.read_text()).get("fingerprint") == run_fingerprint(params, groups, 1)
 
 
-def learning_curve(params: Params, name: str, parent: str, results: Path) -> None:
+def learning_curve(params: Params, study: Study, name: str, parent: str) -> None:
     """Evaluate the arm's snapshot adapters not yet in results/study/<arm>/learning_curve.csv (base
     samples drawn once, the engine started once), appending each point as it is done; the step-0
     (base) and final rows come from the arm's own evaluation."""
@@ -97,8 +133,8 @@ def learning_curve(params: Params, name: str, parent: str, results: Path) -> Non
     from components.generation.engines import open_engine
     from components.grpo.checkpoint import read_state
 
-    path = results / "study" / name / CURVE_FILE
-    final_gap = read_summary(results / "study" / name / METRICS_FILE).consistency
+    path = study.arm_dir(name) / CURVE_FILE
+    final_gap = read_summary(study.arm_dir(name) / METRICS_FILE).consistency
     final = read_state(params.paths.checkpoints / "latest")
     ends = curve_rows(name, 0, 0, untrained(final_gap)) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_gap)
     done = pd.read_csv(path) if path.is_file() else pd.DataFrame(ends, columns=CURVE_COLUMNS)
@@ -126,31 +162,31 @@ def learning_curve(params: Params, name: str, parent: str, results: Path) -> Non
         engine.close()
 
 
-def curve_pending(params: Params, name: str, results: Path) -> bool:
+def curve_pending(params: Params, study: Study, name: str) -> bool:
     """The learning-curve arm has snapshot adapters that its curve does not hold yet."""
     from components.grpo.checkpoint import read_state
 
-    if name != params.study.learning_curve_arm or params.study.arms[name].kind != "train":
+    if name != study.config.learning_curve_arm or study.config.arms[name].kind != "train":
         return False
-    path = results / "study" / name / CURVE_FILE
+    path = study.arm_dir(name) / CURVE_FILE
     done = set(pd.read_csv(path)["step"]) if path.is_file() else set()
     snapshots = sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
     return not path.is_file() or any(int(read_state(s)["steps"]) not in done for s in snapshots)
 
 
 @task(name="study-arm", cache_policy=NO_CACHE)
-def run_arm(params: Params, name: str, parent: str, results: Path) -> dict:
+def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     """Train (train arms) and evaluate one arm; its results go to results/study/<name>/ at once, then
     the learning curve (the learning-curve arm) is added point by point."""
     from components.grpo.checkpoint import latest_train_state
 
-    arm = params.study.arms[name]
-    out = results / "study" / name
-    arm_run = runs.start_parent_run(params.tracking, f"study/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
+    arm = study.config.arms[name]
+    out = study.arm_dir(name)
+    arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
               "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run}  # fmt: skip
     try:
-        if not arm_done(results, name, record["fingerprint"]):
+        if not arm_done(study, name, record["fingerprint"]):
             if arm.kind == "train":
                 started = time.perf_counter()
                 if not _trained(params):
@@ -165,8 +201,8 @@ def run_arm(params: Params, name: str, parent: str, results: Path) -> dict:
             record["eval_seconds"] = time.perf_counter() - started
             print(f"[study/{name}] {evaluated.summary}")
             _write_results(params, record, out)
-        if curve_pending(params, name, results):
-            learning_curve(params, name, arm_run, results)
+        if curve_pending(params, study, name):
+            learning_curve(params, study, name, arm_run)
     except BaseException:
         runs.end_parent_run(arm_run, "FAILED")
         raise
@@ -191,11 +227,22 @@ def _write_results(params: Params, record: dict, out: Path) -> None:
     tmp.replace(out)  # an arm's folder appears whole, or not at all
 
 
-def write_study_report(params: Params, results: Path, notes: list[str] | None = None) -> Path:
+def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
+    """The study's report from its finished arms: `write_consistency_report`, or for a diversity
+    study results/NAME.md, NAME.csv and NAME.png (`components.study.diversity_report`)."""
+    if study.config.report == "diversity":
+        arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
+        return write_diversity_report(study.name, study.arms_dir, study.results, arms, study.config.compare,
+                                      f"{COMMAND} --study {study.name}")  # fmt: skip
+    return write_consistency_report(study, notes)
+
+
+def write_consistency_report(study: Study, notes: list[str] | None = None) -> Path:
     """results/consistency.md, results/study.csv and the learning curve from the finished arms."""
-    arms = {name: arm.model_dump() for name, arm in params.study.arms.items()}
-    table = study_table(results, order=list(arms))
-    curves = [pd.read_csv(p) for p in sorted((results / "study").glob(f"*/{CURVE_FILE}"))]
+    results = study.results
+    arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
+    table = study_table(study.arms_dir, order=list(arms))
+    curves = [pd.read_csv(p) for p in sorted(study.arms_dir.glob(f"*/{CURVE_FILE}"))]
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
     results.mkdir(parents=True, exist_ok=True)
     table.to_csv(results / "study.csv", index=False)
@@ -210,28 +257,35 @@ def write_study_report(params: Params, results: Path, notes: list[str] | None = 
     return path
 
 
-@flow(name="study", log_prints=True)
-def study(params_path: str = "params.yaml", arms: list[str] | None = None) -> Path:
-    """Run the study's arms (all, or `arms`) in order, skipping finished ones; write the report."""
+def load_study(params_path: str | Path, name: str | None = None) -> tuple[Params, Study]:
+    """The study's params (its profile applied) and where its results live."""
     root_params = load_params(Path(params_path))
-    params = load_params(Path(params_path), root_params.study.profile)
-    chosen = arms or list(params.study.arms)
-    unknown = [a for a in chosen if a not in params.study.arms]
+    profile = Study.of(root_params, name).config.profile
+    params = load_params(Path(params_path), profile)
+    return params, Study.of(params, name)
+
+
+@flow(name="study", log_prints=True)
+def study(params_path: str = "params.yaml", arms: list[str] | None = None, name: str | None = None) -> Path:
+    """Run the study's arms (all, or `arms`) in order, skipping finished ones; write the report."""
+    params, chosen_study = load_study(params_path, name)
+    config = chosen_study.config
+    chosen = arms or list(config.arms)
+    unknown = [a for a in chosen if a not in config.arms]
     if unknown:
-        raise ValueError(f"study: unknown arm(s) {unknown}; arms in {params_path}: {sorted(params.study.arms)}")
-    results = params.root / RESULTS
-    parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile})
+        raise ValueError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
+    parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         for step in (steps.build, steps.prepare_model, steps.validate):
             print(f"[study] {step(params, parent).summary}")
-        for name in chosen:
-            arm = arm_params(params, name)
-            if arm_done(results, name, arm_fingerprint(arm, params.study.arms[name].kind)) and not curve_pending(arm, name, results):
-                print(f"[study/{name}] done earlier (results/study/{name}/arm.json matches its params): skipped")
+        for arm_name in chosen:
+            arm = arm_params(params, chosen_study, arm_name)
+            if arm_done(chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind)) and not curve_pending(arm, chosen_study, arm_name):
+                print(f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped")
                 continue
-            run_arm(arm, name, parent, results)
-            write_study_report(params, results)
-        path = write_study_report(params, results)
+            run_arm(arm, chosen_study, arm_name, parent)
+            write_study_report(chosen_study)
+        path = write_study_report(chosen_study)
         runs.end_parent_run(parent, "FINISHED")
     except BaseException:
         runs.end_parent_run(parent, "FAILED")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 for _leaky in ("PREFECT_API_URL", "PREFECT_API_KEY"):
     os.environ.pop(_leaky, None)
 # what a project copy needs to run the pipeline (code is imported from the installed package)
-PROJECT_FILES = ["params.yaml", "dvc.yaml", "data/templates", "components", "flows", ".dvcignore"]
+PROJECT_FILES = ["params.yaml", "dvc.yaml", "data/templates", "data/templates_gapo", "components", "flows", ".dvcignore"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -26,6 +26,7 @@ from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
+from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
 from components.evaluation.records import (
     Semantics,
@@ -81,7 +82,7 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
     heldout = [g for g in groups if g.split == "heldout"]
     domains = params.eval.domains
     consistency = interleave_domains(
-        [g for g in heldout if g.task == "consistency" and (domains is None or g.domain in domains)]
+        select_groups(heldout, ["consistency"], domains)
     )
     consistency = consistency[: params.eval.max_consistency_groups]
     first_phrasing: dict[str, PromptGroup] = {}

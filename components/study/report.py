@@ -69,10 +69,10 @@ def arm_rows(arm_dir: Path) -> list[dict]:
     return rows
 
 
-def study_table(results_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
-    """All finished arms under `results_dir/study` (those with both files), in `order` when given."""
+def study_table(arms_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
+    """All finished arms under `arms_dir` (results/study: those with both files), in `order` when given."""
     rows = []
-    for arm_dir in sorted((Path(results_dir) / "study").glob("*")):
+    for arm_dir in sorted(Path(arms_dir).glob("*")):
         if (arm_dir / ARM_FILE).is_file() and (arm_dir / METRICS_FILE).is_file():
             rows += arm_rows(arm_dir)
     frame = pd.DataFrame(rows)

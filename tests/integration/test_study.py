@@ -7,12 +7,13 @@ import json
 
 import pandas as pd
 import pytest
+import yaml
 from mlflow import MlflowClient
 
 from components.config import load_params
 from flows import steps
 from flows.study import study
-from tests.conftest import make_project, seed_tiny_model
+from tests.conftest import ROOT, make_project, seed_tiny_model
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -98,3 +99,53 @@ def test_register_inside_a_dvc_experiment_judges_gates_but_registers_nothing(tmp
         update={"registry": params.registry.model_copy(update={"register_experiments": True})}
     )
     assert steps.register(opted_in).metrics["version"] == "1"
+
+
+GAPO_ARMS = {
+    "grpo-validity": {"description": "per-sample validity", "overrides": {
+        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"validity": 1.0}}}},
+    "gapo": {"description": "frequency-aware", "overrides": {
+        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"frequency_aware": 1.0}}}},
+}  # fmt: skip
+
+
+def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(tmp_path, tiny_model_dir, prefect_harness):
+    """`groupwise study --study gapo` on the generated tasks: each arm trains on list/count tasks only,
+    is evaluated on every held-out family, and results/gapo.md pairs it with the base and head to head."""
+    from components.data import load_groups
+    from components.grpo.checkpoint import read_state
+
+    tiny = yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"]["tiny"]
+    tiny_gapo = {**tiny, "paths": {"templates": "data/templates_gapo", "groups": "data/groups_gapo", "validation": "data/validation_gapo"},
+                 "train": {**tiny["train"], "steps": 1}, "eval": {**tiny["eval"], "max_diversity_tasks": 1000, "max_consistency_groups": 2}}  # fmt: skip
+    study_cfg = {"profile": "tiny-gapo", "report": "diversity", "compare": [["gapo", "grpo-validity"]], "arms": GAPO_ARMS}
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"gapo": study_cfg}, "profiles.tiny-gapo": tiny_gapo})
+    raw = (project / "params.yaml").read_text()
+    seed_tiny_model(project, tiny_model_dir)
+    study(str(project / "params.yaml"), None, "gapo")
+
+    results = project / "results"
+    heldout = {g.domain.split("-")[0] for g in load_groups(project / "data/groups_gapo") if g.split == "heldout" and g.task == "diversity"}
+    assert heldout == {"list", "count", "arith"}
+    for arm in GAPO_ARMS:
+        tasks = pd.read_csv(results / "study-gapo" / arm / "per_group_diversity.csv")
+        assert {d.split("-")[0] for d in tasks["domain"]} == heldout  # every held-out family, the capability check included
+        state = read_state(project / "data/study-gapo" / arm / "checkpoints/latest")
+        assert state["steps"] == 1
+    log = pd.read_csv(results / "study-gapo/gapo/train_log.csv")
+    assert len(log) == 1
+    table = pd.read_csv(results / "gapo.csv")
+    assert set(table["comparison"]) == {"vs base", "head to head"}
+    assert set(table[table["family"] == "arith"]["metric"]) == {"validity", "coverage"}
+    assert set(table[table["family"] == "list"]["metric"]) == {"all_valid", "coverage", "validity", "js_to_uniform"}
+    report = (results / "gapo.md").read_text()
+    assert "## list selection" in report and "## arithmetic" in report and "| gapo vs grpo-validity |" in report
+    assert "| gapo | list-*, count-* | frequency-aware |" in report
+    assert not (results / "consistency.md").exists()  # the consistency study's report is not touched
+
+    stamp = (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns
+    study(str(project / "params.yaml"), ["gapo"], "gapo")  # finished: skipped
+    assert (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns == stamp
+    with pytest.raises(ValueError, match=r"unknown study 'nope'.*'consistency', 'gapo'"):
+        study(str(project / "params.yaml"), None, "nope")
+    assert raw == (project / "params.yaml").read_text()

@@ -91,7 +91,9 @@ def test_all_valid_by_hand():
 def test_the_gapo_templates_build_into_split_groups():
     groups = build_groups(ROOT / "data" / "templates_gapo", DataConfig(), seed=0)
     kinds = {prefix: [g for g in groups if g.domain.startswith(prefix)] for prefix in ("list-", "count-", "arith-")}
-    assert {k: len(v) for k, v in kinds.items()} == {"list-": 80, "count-": 48, "arith-": 48}  # groups = phrasings
+    assert {k: len(v) for k, v in kinds.items()} == {"list-": 80, "count-": 48, "arith-": 120}  # groups = phrasings
+    # the consistency templates are linked in (an evaluation needs held-out consistency groups)
+    assert {g.domain for g in groups if g.task == "consistency"} == {"investment", "job"}
     for prefix, gs in kinds.items():
         splits = {g.domain: g.split for g in gs}
         assert set(splits.values()) == {"train", "heldout"}, prefix  # every setting has both

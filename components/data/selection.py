@@ -1,0 +1,25 @@
+"""Which groups a step uses: `train.tasks` / `train.domains` and `eval.domains` select by name.
+
+A domain entry is a name or a shell-style pattern (`fnmatch`, case-sensitive): `job` selects the
+job groups, `list-*` every generated list-selection task (their domains are `list-<pool>-<i>`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
+
+from components.contracts.groups import PromptGroup
+
+
+def in_domains(domain: str, patterns: Sequence[str] | None) -> bool:
+    """True when `patterns` is None (all domains) or `domain` matches one of them."""
+    return patterns is None or any(fnmatchcase(domain, pattern) for pattern in patterns)
+
+
+def select_groups(groups: Iterable[PromptGroup], tasks: Sequence[str], domains: Sequence[str] | None) -> list[PromptGroup]:
+    """The groups of `tasks` whose domain `in_domains(domains)`, in their order."""
+    return [g for g in groups if g.task in tasks and in_domains(g.domain, domains)]
+
+
+__all__ = ["in_domains", "select_groups"]
