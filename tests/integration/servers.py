@@ -1,4 +1,5 @@
-"""Real servers on loopback for integration tests: PostgreSQL, `mlflow server`, `prefect server`.
+"""Real servers on loopback for integration tests: PostgreSQL, `mlflow server`, `prefect server`,
+`groupwise serve`.
 
 Each helper starts a real process on 127.0.0.1 on a free port, waits until it answers, and stops it
 (and only it) on exit. PostgreSQL comes from Debian's packages (`initdb`/`pg_ctl`, run as the
@@ -215,3 +216,32 @@ class DelayedProxy:
                 upstream = socket.create_connection((LOOPBACK, self.target_port))
                 for a, b in ((client, upstream), (upstream, client)):
                     threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+
+@contextmanager
+def groupwise_serve(params_file: Path | str, alias: str, log: Path, timeout: float = 600) -> Iterator[str]:
+    """`groupwise serve --alias ALIAS` (vLLM's OpenAI server on the merged export) on a free port:
+    yields its URL once it answers; stops it on exit. The log goes to a file: a full pipe would block it."""
+    from components.generation.serve import wait_until_ready
+
+    port = free_port()
+    with Path(log).open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "serve", "--alias", alias, "--port", str(port), "--params", str(params_file)],
+            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            url = f"http://{LOOPBACK}:{port}"
+            try:
+                wait_until_ready(url, process, timeout=timeout)
+            except (RuntimeError, TimeoutError) as exc:
+                raise AssertionError(f"{exc}\n{Path(log).read_text()[-4000:]}") from None
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+    assert process.returncode is not None

@@ -8,21 +8,18 @@ vLLM OpenAI server.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import mlflow
 import pytest
 from typer.testing import CliRunner
 
 from components.config import load_params
-from components.generation.serve import chat, wait_until_ready
+from components.generation.serve import chat
 from components.hashing import file_sha256
 from flows import steps
 from flows.cli import app
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
-from tests.integration.servers import free_port
+from tests.integration.servers import groupwise_serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 NAME = "groupwise-smollm2-lora"
@@ -91,27 +88,7 @@ def test_the_pyfunc_takes_chat_messages_as_well_as_strings(registered):
 
 def test_serve_answers_a_chat_request_over_http_and_stops(registered, tmp_path):
     project, params, _ = registered
-    port = free_port()
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    log = (tmp_path / "serve.log").open("w")  # a file, not a pipe: a full pipe would block the server
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "serve", "--alias", "challenger", "--port", str(port), "--params", str(project / "params.yaml")],
-        env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_ready(url, process, timeout=600)
-        except (RuntimeError, TimeoutError) as exc:
-            raise AssertionError(f"{exc}\n{(tmp_path / 'serve.log').read_text()[-4000:]}") from None
+    with groupwise_serve(project / "params.yaml", "challenger", tmp_path / "serve.log") as url:
         answer = chat(url, NAME, [{"role": "user", "content": "What should I invest in?"}], max_tokens=8, temperature=0.0)
         assert isinstance(answer, str) and answer
         assert (params.paths.exports / f"{NAME}-v1" / "model.safetensors").is_file()  # served from the merged export
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-    assert process.returncode is not None

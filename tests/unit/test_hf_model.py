@@ -16,6 +16,7 @@ from components.grpo.checkpoint import ADAPTER_DIR
 from components.grpo.trainer import train
 from components.hashing import files_sha256
 from components.models.provision import ModelProvisionError, load_base_model, prepare_base_model, read_provenance
+from tests.conftest import save_random_neox
 from tests.grpo_data import consistency_groups, tiny_params
 
 NEOX_TARGETS = ["query_key_value", "dense"]
@@ -24,21 +25,7 @@ NEOX_TARGETS = ["query_key_value", "dense"]
 @pytest.fixture(scope="module")
 def neox_dir(tiny_model_dir, tmp_path_factory):
     """A random GPT-NeoX causal LM saved as a Hugging Face folder, with the SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, max_position_embeddings=512, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = GPTNeoXForCausalLM(config)
-    out = tmp_path_factory.mktemp("hf") / "neox"
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random_neox(tiny_model_dir, tmp_path_factory.mktemp("hf") / "neox", heads=4, max_positions=512)
 
 
 def test_hf_folder_of_another_architecture_is_provisioned_with_provenance(neox_dir, tmp_path):
