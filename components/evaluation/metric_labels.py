@@ -38,7 +38,7 @@ CONSISTENCY: dict[str, MetricLabel] = {
 
 DIVERSITY: dict[str, MetricLabel] = {
     "validity": MetricLabel("valid answers", "share of answers in the task's valid set", "higher"),
-    "coverage": MetricLabel("coverage", "|answers ∩ valid set| / |valid set| over the K samples (GAPO)", "higher"),
+    "coverage": MetricLabel("coverage of the valid set", "|answers ∩ valid set| / |valid set| over the K samples (GAPO)", "higher"),
     "all_valid": MetricLabel("all options named", "share of tasks whose K samples name every valid answer (GAPO)", "higher"),
     "js_to_uniform": MetricLabel("JS to uniform", "Jensen–Shannon divergence of the answer frequencies from uniform over the valid set", "lower"),
     "kl_to_uniform": MetricLabel("KL to uniform", "KL divergence of the answer frequencies from uniform", "lower"),

@@ -45,7 +45,8 @@ from components.evaluation.plots import (
     plot_gaps,
     plot_metric_deltas,
 )
-from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, MODELS
+from components.evaluation.metric_labels import DIVERSITY as DIVERSITY_LABELS
+from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
 from components.registry.gate import GateDecision
 
@@ -142,29 +143,17 @@ CONSISTENCY_ROWS = (
     ("empty responses (share)", "empty_rate"),
     ("truncated at max_new_tokens (share)", "truncated_share"),
 )
-DIVERSITY_ROWS = (
-    ("distinct-1", "distinct_1"),
-    ("distinct-2", "distinct_2"),
-    ("self-BLEU (lower is more diverse)", "self_bleu"),
-    ("Vendi score", "vendi"),
-    ("semantic entropy (nats)", "semantic_entropy"),
-    ("meaning clusters", "n_clusters"),
-    ("validity", "validity"),
-    ("coverage of valid answers", "coverage"),
-    ("every valid option named (share of tasks)", "all_valid"),
-    ("Unique@N", "unique_at_n"),
-    ("TV distance to uniform (lower is better)", "tv_to_uniform"),
-    ("KL to uniform (nats, lower is better)", "kl_to_uniform"),
-    ("JS distance to uniform (lower is better)", "js_to_uniform"),
-    ("helpfulness H_norm", "helpfulness"),
-    ("words per response", "words"),
-    ("empty responses (share)", "empty_rate"),
+# one label per diversity metric, shared with the report page (metric_labels.DIVERSITY), in DIVERSITY_METRICS order
+DIVERSITY_ROWS = tuple(
+    (f"{m.label} (lower is better)" if m.better == "lower" else m.label, key)
+    for key in DIVERSITY_METRICS
+    for m in [DIVERSITY_LABELS[key]]
 )
 for _record, _rows in ((ConsistencySummary, CONSISTENCY_ROWS), (DiversitySummary, DIVERSITY_ROWS)):
     for _, _metric in _rows:  # a row whose field the summary lacks fails here, on import
         _record.key(f"base_{_metric}"), _record.key(f"tuned_{_metric}")
 
-_CONSISTENCY_NAMES = {name for name, _ in CONSISTENCY_ROWS}  # a diversity row of the same name says so
+_CONSISTENCY_METRICS = {metric for _, metric in CONSISTENCY_ROWS}  # a diversity row of the same metric says so
 
 
 def as_summary(metrics: EvaluationSummary | Mapping) -> EvaluationSummary:
@@ -250,7 +239,7 @@ def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comp
         if metric == "signed_diff" and base is not None and tuned is not None:  # a relative change of a signed value misleads
             lines.append(f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {tuned - base:+.{digits}f} |")
             continue
-        label = f"{name} (diversity tasks)" if part == "diversity" and name in _CONSISTENCY_NAMES else name
+        label = f"{name} (diversity tasks)" if part == "diversity" and metric in _CONSISTENCY_METRICS else name
         lines.append(
             f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
         )

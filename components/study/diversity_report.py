@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, paired_test
 from components.study.report import ARM_FILE
 
@@ -33,13 +34,10 @@ FAMILY_METRICS = {
     "arith": ("validity", "coverage"),
     "*": ("all_valid", "coverage", "validity", "js_to_uniform"),
 }
-METRIC_LABELS = {
-    ("arith", "validity"): "accuracy (share of samples right)",
-    ("arith", "coverage"): "pass@K (a task answered right at least once)",
-    ("*", "all_valid"): "all valid options named (share of tasks)",
-    ("*", "coverage"): "coverage of the valid set",
-    ("*", "validity"): "valid answers (share of samples)",
-    ("*", "js_to_uniform"): "JS distance to uniform over the valid set (lower: more even)",
+# arithmetic's own names; every other label is the report page's (components.evaluation.metric_labels)
+ARITHMETIC_LABELS = {
+    "validity": "accuracy (share of samples right)",
+    "coverage": "pass@K (a task answered right at least once)",
 }
 COLUMNS = ["comparison", "arm", "against", "family", "metric", "n_tasks", "reference", "value", "diff",
            "ci_low", "ci_high", "p_value", "q_value"]  # fmt: skip
@@ -56,7 +54,9 @@ def metrics_of(fam: str) -> tuple[str, ...]:
 
 
 def metric_label(fam: str, metric: str) -> str:
-    return METRIC_LABELS.get((fam, metric)) or METRIC_LABELS.get(("*", metric), metric)
+    if fam == "arith" and metric in ARITHMETIC_LABELS:
+        return ARITHMETIC_LABELS[metric]
+    return label("diversity", metric).label
 
 
 def load_arms(arms_dir: Path, order: list[str]) -> dict[str, pd.DataFrame]:

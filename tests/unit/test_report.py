@@ -290,9 +290,9 @@ def test_render_markdown_table_rows():
     text = render_markdown(metrics)
     gap_rows = [line for line in text.splitlines() if line.startswith("| paper's gap")]
     assert len(gap_rows) == 1 and gap_rows[0].endswith("| 0.533 | 0.350 | -0.183 (-34.4%) |")
-    assert "| coverage of valid answers | 0.375 | 0.875 |" in text
+    assert "| coverage of the valid set | 0.375 | 0.875 |" in text
     assert "| empty responses (share) | 0.000 | 0.250 | +0.250 |" in text  # consistency, base 0: no %
-    assert "| empty responses (share) (diversity tasks) | 0.000 | 0.125 | +0.125 |" in text
+    assert "| empty answers (lower is better) (diversity tasks) | 0.000 | 0.125 | +0.125 |" in text
     no_diversity = render_markdown(summarize(consistency_frame(), pd.DataFrame(), alpha=0.01))
     assert "distinct-1" not in no_diversity
 
