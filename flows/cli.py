@@ -57,6 +57,17 @@ def _fail(command: str, exc: BaseException) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def _registry_params(params_path: Path, profile: Optional[str]):
+    """params.yaml with its profile, and MLflow pointed at its tracking server: the preamble of every
+    command that reads the model registry (versions, export, serve)."""
+    from components.config import load_params
+    from components.tracking import runs
+
+    resolved = load_params(params_path, profile)
+    runs.configure(resolved.tracking)
+    return resolved
+
+
 def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
     from components.config import assignments_to_overrides, load_params, with_overrides
     from components.plugins import check_registered_names
@@ -234,13 +245,10 @@ def rollback(
 @app.command()
 def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """List the registered versions with their aliases, gate verdict and promotion record."""
-    from components.config import load_params
-    from components.tracking import runs
     from components.tracking.model_registry import list_versions
 
     try:
-        resolved = load_params(params, profile)
-        runs.configure(resolved.tracking)
+        resolved = _registry_params(params, profile)
         found = list_versions(resolved.registry.model_name)
     except USER_ERRORS as exc:
         raise _fail("versions", exc) from exc
@@ -269,13 +277,10 @@ def export(
     profile: Optional[str] = ProfileOpt,
 ) -> None:
     """Write a registered version as one merged safetensors model folder (+ model card) for vLLM or transformers."""
-    from components.config import load_params
-    from components.tracking import runs
     from components.tracking.export import export_version
 
     try:
-        resolved = load_params(params, profile)
-        runs.configure(resolved.tracking)
+        resolved = _registry_params(params, profile)
         exported = export_version(resolved.registry.model_name, out_dir, resolved.tracking.uri, version, alias)
     except USER_ERRORS as exc:
         raise _fail("export", exc) from exc
@@ -291,14 +296,11 @@ def serve(
     profile: Optional[str] = ProfileOpt,
 ) -> None:
     """Serve a registered version on http://127.0.0.1:PORT/v1 (OpenAI-compatible chat, vLLM) until stopped."""
-    from components.config import load_params
     from components.generation.serve import server_command
-    from components.tracking import runs
     from components.tracking.export import export_for_serving
 
     try:
-        resolved = load_params(params, profile)
-        runs.configure(resolved.tracking)
+        resolved = _registry_params(params, profile)
         exported = export_for_serving(resolved.registry.model_name, resolved.paths.exports, resolved.tracking.uri, version, alias)
         command = server_command(exported.path, resolved.registry.model_name, resolved.eval.vllm, port, resolved.model.dtype)
     except USER_ERRORS as exc:
