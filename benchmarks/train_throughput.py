@@ -189,7 +189,7 @@ def run_trl(args) -> dict:
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=LoraConfig(
-                r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules),
+                r=lora.r, lora_alpha=lora.lora_alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules),
                 task_type="CAUSAL_LM",
             ),
         )

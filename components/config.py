@@ -99,7 +99,7 @@ class ModelConfig(_Section):
 
 class LoraConfig(_Section):
     r: int = Field(16, ge=1)
-    alpha: int = Field(32, ge=1)
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling: the update is (lora_alpha / r) B A (peft's name; was lora.alpha)")
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
@@ -108,11 +108,11 @@ class AdvantageConfig(_Section):
     estimator: str = "grpo"
     scale: Literal["group", "batch", "none"] = "group"
     eps: float = Field(1e-4, gt=0)
-    alpha: float = Field(0.5, ge=0, description="seed_grpo: sensitivity to semantic entropy")
+    seed_alpha: float = Field(0.5, ge=0, description="seed_grpo: the SEED-GRPO alpha, sensitivity to semantic entropy (was alpha)")
     scaling: Literal["linear", "exp", "focal"] = Field(
         "linear",
-        description="seed_grpo: f(u), u = SE / log G: linear max(1 - alpha u, 0) (the paper's) | exp exp(-alpha u) | "
-        "focal (1 - u)^alpha",
+        description="seed_grpo: f(u), u = SE / log G, a = seed_alpha: linear max(1 - a u, 0) (the paper's) | exp exp(-a u) | "
+        "focal (1 - u)^a",
     )
     clustering: str = Field("answer", description="seed_grpo meaning clusters: answer | embedding")
     similarity_threshold: float = Field(
@@ -308,7 +308,11 @@ class EvalConfig(_Section):
     batch_size: int = Field(48, ge=1)
     max_consistency_groups: int = Field(24, ge=1)
     max_diversity_tasks: int = Field(8, ge=0)
-    alpha: float = Field(0.01, gt=0, lt=1, description="significance level of the paired test")
+    significance_level: float = Field(
+        0.01, gt=0, lt=1,
+        description="the one significance level: of the paired tests (BH q < level), the detectable effect and the "
+        "registration gate (gate.require_significance; was eval.alpha and gate.max_p_value)",
+    )  # fmt: skip
     domains: list[str] | None = Field(
         None, description="evaluate only held-out consistency groups of these domains, names or fnmatch patterns (null: all)"
     )
@@ -331,11 +335,11 @@ class GateConfig(_Section):
     min_relative_gap_reduction: float = Field(
         0.0, description="(base_gap - tuned_gap) / base_gap must be >= this"
     )
-    max_p_value: float = Field(
-        0.01, gt=0, le=1,
-        description="BH-adjusted q-value of the paired test on the headline gap must be <= this and the gap "
-        "must fall (0.01: the paper's level; 1 disables)",
-    )  # fmt: skip
+    require_significance: bool = Field(
+        True,
+        description="the BH-adjusted q of the paired test on the headline gap must be <= eval.significance_level "
+        "(recorded in metrics.json as consistency.alpha) and the gap must fall; false disables (was max_p_value: 1)",
+    )
     max_truncated_share: float = Field(
         0.05, ge=0, le=1,
         description="share of base or tuned consistency samples stopped by max_new_tokens <= this "
@@ -510,6 +514,66 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
+class ParamsDeprecationWarning(FutureWarning):
+    """An old params.yaml key, still read for one release; the message names the new key."""
+
+
+# old key -> new key (dotted, inside params.yaml); read for one release with a warning
+RENAMED_KEYS = {
+    "lora.alpha": "lora.lora_alpha",
+    "train.advantage.alpha": "train.advantage.seed_alpha",
+    "eval.alpha": "eval.significance_level",
+}
+_MISSING = object()
+
+
+def _pop_dotted(raw: dict, dotted: str) -> Any:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for key in parents:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node.pop(leaf, _MISSING) if isinstance(node, dict) else _MISSING
+
+
+def _set_dotted(raw: dict, dotted: str, value: Any, where: str, old: str) -> None:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for key in parents:
+        node = node.setdefault(key, {})
+    if leaf in node and node[leaf] != value:
+        raise ParamsError(f"{where}: {old} ({value!r}) and {dotted} ({node[leaf]!r}) both given; keep {dotted}")
+    node[leaf] = value
+
+
+def migrate_keys(raw: dict, where: str) -> dict:
+    """`raw` (params.yaml, a profile or overrides) with the old keys of `RENAMED_KEYS` and
+    `gate.max_p_value` moved to their new homes, each with a `ParamsDeprecationWarning` naming it.
+
+    gate.max_p_value: 1 (off) becomes gate.require_significance: false; a level below 1 becomes
+    eval.significance_level (the one home of the significance level) with require_significance: true.
+    """
+    import warnings
+
+    raw = copy.deepcopy(raw)
+    for old, new in RENAMED_KEYS.items():
+        value = _pop_dotted(raw, old)
+        if value is not _MISSING:
+            warnings.warn(f"{where}: {old} is deprecated, use {new}", ParamsDeprecationWarning, stacklevel=3)
+            _set_dotted(raw, new, value, where, old)
+    value = _pop_dotted(raw, "gate.max_p_value")
+    if value is not _MISSING:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
+            warnings.warn(f"{where}: gate.max_p_value: {value} is deprecated, use gate.require_significance: false",
+                          ParamsDeprecationWarning, stacklevel=3)  # fmt: skip
+            _set_dotted(raw, "gate.require_significance", False, where, "gate.max_p_value")
+        else:
+            warnings.warn(f"{where}: gate.max_p_value is deprecated, use eval.significance_level (the level of the "
+                          "tests and the gate alike) and gate.require_significance: true", ParamsDeprecationWarning, stacklevel=3)  # fmt: skip
+            _set_dotted(raw, "eval.significance_level", value, where, "gate.max_p_value")
+            _set_dotted(raw, "gate.require_significance", True, where, "gate.max_p_value")
+    return raw
+
+
 def _describe(err: dict) -> str:
     message = str(err["msg"]).removeprefix("Value error, ")
     where = ".".join(str(p) for p in err["loc"])
@@ -530,12 +594,13 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     profiles = raw.pop("profiles", {}) or {}
     if not isinstance(profiles, dict) or any(not isinstance(v, dict) for v in profiles.values()):
         raise ParamsError(f"{path}: profiles must map each profile name to a mapping of overrides")
+    raw = migrate_keys(raw, str(path))
     chosen = profile or os.environ.get("GROUPWISE_PROFILE") or raw.get("profile", "default")
     if chosen != "default":
         if chosen not in profiles:
             known = ", ".join(["default", *profiles]) or "default"
             raise ParamsError(f"{path}: unknown profile {chosen!r} (known: {known})")
-        raw = _deep_merge(raw, profiles[chosen])
+        raw = _deep_merge(raw, migrate_keys(profiles[chosen], f"{path} (profile {chosen!r})"))
     raw["profile"] = chosen
     try:
         params = Params.model_validate(raw)
@@ -584,7 +649,7 @@ def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
 def with_overrides(params: Params, overrides: dict[str, Any], paths: dict[str, str] | None = None) -> Params:
     """`params` with `overrides` deep-merged over it (validated again) and `paths` (relative to the
     project root, confined to its data folder) replacing some `paths.*` entries."""
-    raw = _deep_merge(params.model_dump(mode="json"), overrides)
+    raw = _deep_merge(params.model_dump(mode="json"), migrate_keys(overrides, "overrides"))
     raw["paths"].update(paths or {})
     try:
         merged = Params.model_validate(raw)

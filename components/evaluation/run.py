@@ -274,7 +274,7 @@ def summary_settings(params: Params) -> SummarySettings:
     """The evaluation's summary settings from params (significance, truncation rule, power, bootstrap)."""
     cfg = params.eval
     return SummarySettings(
-        alpha=cfg.alpha, max_truncated_share=cfg.max_truncated_share, max_new_tokens=cfg.max_new_tokens,
+        alpha=cfg.significance_level, max_truncated_share=cfg.max_truncated_share, max_new_tokens=cfg.max_new_tokens,
         power=cfg.power, bootstrap_resamples=cfg.bootstrap_resamples, confidence_level=cfg.confidence_level,
         seed=params.seed,
     )  # fmt: skip
@@ -358,9 +358,9 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     cfg, out = params.eval, params.paths.reports
     frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest")
     summary = evaluation_summary(frames, params, evaluated)
-    settings = {"alpha": cfg.alpha, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
+    settings = {"alpha": cfg.significance_level, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
     comparisons = compare_all(
-        frames.consistency, frames.diversity, alpha=cfg.alpha, n_resamples=cfg.bootstrap_resamples,
+        frames.consistency, frames.diversity, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
         confidence=cfg.confidence_level, seed=params.seed,
     )  # fmt: skip
     decision = evaluate_gates(summary, params.gate)  # the champion comparison is register's: it needs the registry

@@ -85,7 +85,7 @@ def seed_grpo_advantage(
     """
     if uncertainty is None:
         raise ValueError("seed_grpo needs the semantic entropy of each sample's group")
-    scale = seed_scale(uncertainty.double(), cfg.alpha, cfg.scaling)
+    scale = seed_scale(uncertainty.double(), cfg.seed_alpha, cfg.scaling)
     return (grpo_advantage(rewards, index, cfg, global_std=global_std).double() * scale).float()
 
 

@@ -19,7 +19,7 @@ def attach_lora(model, cfg: LoraConfig):
 
     peft_cfg = PeftLoraConfig(
         r=cfg.r,
-        lora_alpha=cfg.alpha,
+        lora_alpha=cfg.lora_alpha,
         lora_dropout=cfg.dropout,
         target_modules=list(cfg.target_modules),
         task_type="CAUSAL_LM",

@@ -27,12 +27,14 @@ Measures:
   the shares are missing (an evaluation that did not record truncation cannot register).
 - ``gap_reduction``: (base_gap − tuned_gap) / base_gap >= min_relative_gap_reduction; when the
   base gap is 0 (relative reduction null) it passes only if the tuned gap is 0 too.
-- ``significance``: q <= max_p_value and tuned_gap < base_gap, where q is ``consistency.q_value``,
-  the Benjamini–Hochberg adjusted p-value of the paired t-test on the per-group gap (BH over the
-  overall and the per-domain tests): a significant increase of the gap fails. A null q passes only
-  when the gate is disabled (max_p_value >= 1), which also skips the direction check. Metrics
-  without a ``q_value`` key (written before it existed) are judged on the unadjusted ``p_value``,
-  noted in the reason.
+- ``significance`` (when ``require_significance``): q <= α and tuned_gap < base_gap, where q is
+  ``consistency.q_value``, the Benjamini–Hochberg adjusted p-value of the paired t-test on the
+  per-group gap (BH over the overall and the per-domain tests), and α is the level the evaluation
+  itself used (``consistency.alpha`` of metrics.json, from ``eval.significance_level``: one home
+  for the level; metrics without it are judged at the default 0.01, noted). A significant increase
+  of the gap fails. A null q passes only when the gate is off (``require_significance: false``),
+  which also skips the direction check. Metrics without a ``q_value`` key (written before it
+  existed) are judged on the unadjusted ``p_value``, noted in the reason.
 - worsening (``helpfulness``, ``empty_rate``, ``coverage``, ``validity``,
   ``diversity_helpfulness``, ``diversity_empty_rate``): base − tuned (higher is better: a drop) or
   tuned − base (an increase) of `<section>.<base|tuned>_<metric>` <= threshold, in the metric's
@@ -263,7 +265,11 @@ class GateSpec:
         return (record.key(f"base_{self.metric}"), record.key(f"tuned_{self.metric}")) if self.pair else (record.key(self.metric),)
 
     def limit(self, gate: GateConfig) -> float:
-        return 0.0 if self.threshold is None else getattr(gate, self.threshold)
+        """The threshold's value (a bool, such as require_significance, as 1.0 / 0.0)."""
+        return 0.0 if self.threshold is None else float(getattr(gate, self.threshold))
+
+
+DEFAULT_SIGNIFICANCE = 0.01  # EvalConfig.significance_level's default: for metrics written without `alpha`
 
 
 def judge(spec: GateSpec, metrics: Metrics, gate: GateConfig, champion: Champion | None = None) -> GateResult:
@@ -393,16 +399,22 @@ def _headline_test(metrics: Mapping) -> tuple[str, object, str]:
     return key, _get(metrics, "consistency", key), test
 
 
-def significance(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
-    """q <= threshold and tuned_mean_gap < base_mean_gap, q the BH-adjusted p-value of the paired
-    test (``p_value`` when the metrics have no ``q_value``); disabled when the threshold is >= 1."""
+def significance(spec: GateSpec, metrics: Mapping, required: float, champion: Champion | None) -> GateResult:
+    """q <= α and tuned_mean_gap < base_mean_gap, q the BH-adjusted p-value of the paired test
+    (``p_value`` when the metrics have no ``q_value``), α the evaluation's own level
+    (``consistency.alpha``); off when `required` (``gate.require_significance``) is false."""
     name = spec.name
+    level = _number(_get(metrics, "consistency", "alpha"))
+    legacy = level is None or not math.isfinite(level)
+    threshold = DEFAULT_SIGNIFICANCE if legacy else level
     key, raw, test = _headline_test(metrics)
+    if legacy:
+        test += f"; metrics record no significance level: judged at {DEFAULT_SIGNIFICANCE}"
     if raw is _MISSING:
         return _missing(name, threshold, f"consistency.{key}")
-    symbol, disabled, off = key[0], threshold >= 1.0, f"gate disabled ({spec.threshold} >= 1)"
+    symbol, disabled, off = key[0], not required, "gate off (require_significance: false)"
     if raw is None:
-        verdict = off if disabled else f"{spec.threshold} = {threshold:g} requires a defined {key}"
+        verdict = off if disabled else f"the level {threshold:g} requires a defined {key}"
         return GateResult(name, None, threshold, disabled, f"{name}: {symbol} undefined ({test}); {verdict}")
     value = _number(raw)
     if value is None or not math.isfinite(value):
@@ -504,7 +516,7 @@ GATES: dict[str, GateSpec] = _table(
     GateSpec("no_nan", no_nan),
     GateSpec("truncation", truncation, "consistency", "truncated_share", "max_truncated_share", False),
     GateSpec("gap_reduction", gap_reduction, "consistency", "mean_gap", "min_relative_gap_reduction", False),
-    GateSpec("significance", significance, "consistency", "mean_gap", "max_p_value", False),
+    GateSpec("significance", significance, "consistency", "mean_gap", "require_significance", False),
     GateSpec("helpfulness", worsening, "consistency", "helpfulness", "max_helpfulness_drop", True, "H_norm"),
     GateSpec("length", relative_drop, "consistency", "words", "max_length_drop", True, "words per response"),
     GateSpec("empty_rate", worsening, "consistency", "empty_rate", "max_empty_rate_increase", False, "empty-answer share"),

@@ -83,7 +83,7 @@ def test_other_evaluation_params_register_nothing(project):
         steps.register(params)
     # gates and registry params are not part of what was evaluated: changing them is allowed
     data["profiles"]["tiny"]["eval"].pop("temperature")
-    data["profiles"]["tiny"].setdefault("gate", {})["max_p_value"] = 0.5
+    data["profiles"]["tiny"].setdefault("gate", {})["champion_max_gap_increase"] = 5.0
     (project / "params.yaml").write_text(yaml.safe_dump(data))
     assert steps.register(load_params(project / "params.yaml")).metrics["version"] == "1"
 

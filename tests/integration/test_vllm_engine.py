@@ -44,7 +44,7 @@ def checkpoint(tmp_path_factory, smollm2_base_dir, base_model):
     from components.models.lora import attach_lora
     from components.models.provision import read_provenance
 
-    model = attach_lora(copy.deepcopy(base_model[0]), LoraConfig(r=8, alpha=16))
+    model = attach_lora(copy.deepcopy(base_model[0]), LoraConfig(r=8, lora_alpha=16))
     torch.manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -207,7 +207,7 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     assert base.text.tolist() != tuned.text.tolist()
     assert samples.mean_logprob.dropna().lt(0).all()
 
-    metrics = summarize(frames.consistency, frames.diversity, params.eval.alpha)
+    metrics = summarize(frames.consistency, frames.diversity, params.eval.significance_level)
     metrics["engine"] = frames.engine.to_dict()
     comparisons = compare_all(frames.consistency, frames.diversity, alpha=0.01, n_resamples=200, confidence=0.9, seed=0)
     files = write_report(tmp_path / "report", frames.consistency, frames.diversity, metrics, comparisons, {}, frames.generation)

@@ -20,7 +20,7 @@ def test_repository_params_load_in_every_profile():
         params = load_params(ROOT / "params.yaml", profile)
         assert params.profile == profile
         active = {k: v for k, v in params.reward.weights.items() if v}
-        expected = {"frequency_aware": 1.0} if profile == "diversity" else {"entropy_helpfulness": 0.4, "stability": 0.6}
+        expected = {"frequency_aware": 1.0} if profile in ("diversity", "gapo") else {"entropy_helpfulness": 0.4, "stability": 0.6}
         assert active == expected
     assert load_params(ROOT / "params.yaml", "tiny").model.source == "tiny"
     assert load_params(ROOT / "params.yaml").train.samples_per_prompt == 6
@@ -98,3 +98,31 @@ def test_loading_params_imports_no_torch():
     code = "import sys; from components.config import load_params; load_params('params.yaml'); print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_old_keys_still_load_for_one_release_with_a_warning_naming_the_new_key(tmp_path):
+    from components.config import ParamsDeprecationWarning, with_overrides
+
+    raw = {"lora": {"alpha": 8}, "train": {"advantage": {"alpha": 0.2}}, "eval": {"alpha": 0.05},
+           "profiles": {"loose": {"gate": {"max_p_value": 1.0}}}}  # fmt: skip
+    with pytest.warns(ParamsDeprecationWarning) as caught:
+        params = load_params(write(tmp_path, raw))
+    messages = sorted(str(w.message).split(": ", 1)[1] for w in caught)
+    assert messages == [
+        "eval.alpha is deprecated, use eval.significance_level",
+        "lora.alpha is deprecated, use lora.lora_alpha",
+        "train.advantage.alpha is deprecated, use train.advantage.seed_alpha",
+    ]
+    assert (params.lora.lora_alpha, params.train.advantage.seed_alpha, params.eval.significance_level) == (8, 0.2, 0.05)
+    assert params.gate.require_significance is True
+    with pytest.warns(ParamsDeprecationWarning, match="gate.max_p_value: 1.0 is deprecated, use gate.require_significance: false"):
+        assert load_params(write(tmp_path, raw), "loose").gate.require_significance is False
+    # a level below 1 moves to the one home of the level, the evaluation's
+    with pytest.warns(ParamsDeprecationWarning, match="use eval.significance_level"):
+        moved = load_params(write(tmp_path, {"gate": {"max_p_value": 0.05}}))
+    assert (moved.eval.significance_level, moved.gate.require_significance) == (0.05, True)
+    with pytest.warns(ParamsDeprecationWarning), pytest.raises(ParamsError, match=r"eval.alpha \(0.05\) and eval.significance_level \(0.01\) both given"):
+        load_params(write(tmp_path, {"eval": {"alpha": 0.05, "significance_level": 0.01}}))
+    # study arms' overrides go through the same migration
+    with pytest.warns(ParamsDeprecationWarning, match="overrides: lora.alpha"):
+        assert with_overrides(params, {"lora": {"alpha": 4}}).lora.lora_alpha == 4

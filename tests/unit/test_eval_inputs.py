@@ -35,7 +35,7 @@ def tiny_checkpoint(tmp_path_factory, tiny_model_dir, b_std: float):
     from components.models.provision import load_base_model, read_provenance
 
     model, _ = load_base_model(tiny_model_dir)
-    model = attach_lora(model, LoraConfig(r=4, alpha=8))
+    model = attach_lora(model, LoraConfig(r=4, lora_alpha=8))
     torch.manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():

@@ -67,12 +67,12 @@ def test_seed_grpo_scales_each_group_by_its_uncertainty():
     rewards = torch.tensor([0.0, 1.0, 0.0, 1.0])
     index = torch.tensor([0, 0, 1, 1])
     uncertainty = torch.tensor([0.0, 0.0, 1.0, 1.0])  # group 0 confident, group 1 maximally uncertain
-    cfg = AdvantageConfig(alpha=0.5)
+    cfg = AdvantageConfig(seed_alpha=0.5)
     grpo = get_adv_est("grpo")(rewards, index, cfg)
     seed = get_adv_est("seed_grpo")(rewards, index, cfg, uncertainty)
     assert seed[:2].tolist() == pytest.approx(grpo[:2].tolist())
     assert seed[2:].tolist() == pytest.approx((0.5 * grpo[2:]).tolist())
-    assert get_adv_est("seed_grpo")(rewards, index, AdvantageConfig(alpha=2.0), uncertainty)[2:].tolist() == [0.0, 0.0]
+    assert get_adv_est("seed_grpo")(rewards, index, AdvantageConfig(seed_alpha=2.0), uncertainty)[2:].tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="semantic entropy"):
         get_adv_est("seed_grpo")(rewards, index, cfg)
 
@@ -91,7 +91,7 @@ def test_seed_scaling_forms_by_hand(scaling, alpha, expected):
     rewards = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
     index = torch.tensor([0, 0, 1, 1, 2, 2])
     uncertainty = torch.tensor([0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
-    cfg = AdvantageConfig(alpha=alpha, scaling=scaling)
+    cfg = AdvantageConfig(seed_alpha=alpha, scaling=scaling)
     grpo = get_adv_est("grpo")(rewards, index, cfg)
     seed = get_adv_est("seed_grpo")(rewards, index, cfg, uncertainty)
     factors = [float(seed[i] / grpo[i]) for i in (1, 3, 5)]  # grpo[i] = +1/std, never 0 here

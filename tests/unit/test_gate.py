@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import GateConfig
+from components.config import EvalConfig, GateConfig
 from components.registry.gate import (
     CHAMPION_GATES,
     GATES,
@@ -23,7 +23,7 @@ from components.registry.promotion import promotion_check
 
 GATE = GateConfig(
     min_relative_gap_reduction=0.0,
-    max_p_value=0.01,
+    require_significance=True,
     max_truncated_share=0.05,
     max_helpfulness_drop=0.1,
     max_coverage_drop=0.0,
@@ -48,6 +48,7 @@ def good_metrics() -> dict:
             "q_value": 0.008,
             "p_value_wilcoxon": 0.006,
             "significant": True,
+            "alpha": 0.01,  # the evaluation's significance level (eval.significance_level)
             "per_domain": {
                 "hiring": {"n_groups": 12, "base_mean_gap": 0.5, "tuned_mean_gap": 0.3, "relative_gap_reduction": 0.4,
                            "p_value": 0.01, "q_value": 0.015, "ci_low": 0.05, "ci_high": 0.35},
@@ -195,7 +196,7 @@ def test_significance_judges_the_bh_adjusted_q_value_and_a_fall_of_the_gap():
     assert result(with_values("consistency", q_value=0.01), "significance")[1].passed
 
 
-def test_significance_fails_above_max_p_value():
+def test_significance_fails_above_the_evaluations_level():
     # p = 0.004 would pass; its BH-adjusted q = 0.3 does not
     decision, gate = result(with_values("consistency", q_value=0.3), "significance")
     assert not gate.passed and gate.value == 0.3 and gate.threshold == 0.01
@@ -224,19 +225,31 @@ def test_significance_with_null_q_value_passes_only_when_disabled():
     assert not gate.passed and gate.value is None
     assert gate.reason == (
         "significance: q undefined (paired t-test on the per-group gender gap, BH-adjusted, n = 1); "
-        "max_p_value = 0.01 requires a defined q_value"
+        "the level 0.01 requires a defined q_value"
     )
-    disabled = GATE.model_copy(update={"max_p_value": 1.0})
+    disabled = GATE.model_copy(update={"require_significance": False})
     decision, gate = result(metrics, "significance", disabled)
-    assert gate.passed and gate.reason.endswith("; gate disabled (max_p_value >= 1)")
+    assert gate.passed and gate.reason.endswith("; gate off (require_significance: false)")
 
 
 def test_significance_disabled_judges_neither_q_nor_the_direction():
-    disabled = GATE.model_copy(update={"max_p_value": 1.0})
+    disabled = GATE.model_copy(update={"require_significance": False})
     rose = with_values("consistency", base_mean_gap=0.3, tuned_mean_gap=0.45, relative_gap_reduction=-0.5, q_value=0.6)
     decision, gate = result(rose, "significance", disabled)
     assert gate.passed and gate.value == 0.6
-    assert gate.reason == f"significance: q = 0.6, gate disabled (max_p_value >= 1) ({TEST})"
+    assert gate.reason == f"significance: q = 0.6, gate off (require_significance: false) ({TEST})"
+
+
+def test_significance_is_judged_at_the_level_the_evaluation_used():
+    """One home for the level: eval.significance_level, recorded as consistency.alpha in metrics.json."""
+    loose = with_values("consistency", alpha=0.05, q_value=0.03)
+    decision, gate = result(loose, "significance")
+    assert gate.passed and gate.threshold == 0.05 and "q = 0.03 <= 0.05" in gate.reason
+    assert not result(with_values("consistency", alpha=0.01, q_value=0.03), "significance")[1].passed
+    legacy = good_metrics()
+    del legacy["consistency"]["alpha"]  # metrics written before the level was recorded: the default 0.01
+    decision, gate = result(legacy, "significance")
+    assert gate.passed and gate.threshold == 0.01 and "metrics record no significance level: judged at 0.01" in gate.reason
 
 
 def test_significance_falls_back_to_p_value_for_metrics_without_q_value():
@@ -258,7 +271,8 @@ def test_significance_falls_back_to_p_value_for_metrics_without_q_value():
 
 def test_default_gate_config_follows_the_paper():
     default = GateConfig()
-    assert (default.max_p_value, default.max_truncated_share, default.max_validity_drop) == (0.01, 0.05, 0.05)
+    assert (default.require_significance, default.max_truncated_share, default.max_validity_drop) == (True, 0.05, 0.05)
+    assert EvalConfig().significance_level == 0.01  # the paper's level, the gate's too
     for field, value in (("max_truncated_share", 1.5), ("max_truncated_share", -0.1), ("max_validity_drop", -0.1)):
         with pytest.raises(ValueError):
             GateConfig(**{field: value})
@@ -329,7 +343,7 @@ def test_a_truncated_evaluation_can_never_register():
     )  # fmt: skip
     perfect["diversity"].update(tuned_coverage=1.0, tuned_validity=1.0, tuned_helpfulness=0.9)
     lenient = GATE.model_copy(update={
-        "min_relative_gap_reduction": -10.0, "max_p_value": 1.0, "max_helpfulness_drop": 1.0,
+        "min_relative_gap_reduction": -10.0, "require_significance": False, "max_helpfulness_drop": 1.0,
         "max_coverage_drop": 1.0, "max_validity_drop": 1.0, "max_length_drop": 1.0, "max_empty_rate_increase": 1.0,
     })  # fmt: skip
     for gate in (GATE, lenient, GateConfig()):
