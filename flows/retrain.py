@@ -7,7 +7,7 @@ per step. A failing validation stops the flow before training; a refused gate re
   a *transient* fault only (`runs.is_transient`: tracking server unreachable, database locked);
   bad data or a failed gate fails at once. Registration is idempotent (see `steps.register`), so
   retrying it cannot add a second version.
-- Caching (`flows.caching`): build-groups and prepare-base-model are served from Prefect's cache
+- Caching (`flows.caching`): build and prepare-model are served from Prefect's cache
   when their inputs (params sections, source files, templates) are unchanged *and* their output
   folders are as the last run left them; a DVC run that deleted or rewrote them forces a rebuild.
   Train/evaluate/register are never cached (costly to key, and their outputs are DVC outs).
@@ -60,12 +60,12 @@ def _cached_task(name: str, step: str):
     )
 
 
-build_task = _cached_task("build-groups", "build")
-validate_task = _step_task("validate-groups", steps.validate)
-prepare_model_task = _cached_task("prepare-base-model", "prepare-model")
-train_task = _step_task("train-grpo", steps.train)
+build_task = _cached_task("build", "build")
+validate_task = _step_task("validate", steps.validate)
+prepare_model_task = _cached_task("prepare-model", "prepare-model")
+train_task = _step_task("train", steps.train)
 evaluate_task = _step_task("evaluate", steps.evaluate)
-register_task = _step_task("gate-and-register", steps.register)  # idempotent: safe to retry
+register_task = _step_task("register", steps.register)  # idempotent: safe to retry
 open_parent_task = task(runs.start_parent_run, name="open-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 close_parent_task = task(runs.end_parent_run, name="close-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 

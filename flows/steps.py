@@ -42,7 +42,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.data import build_groups, write_groups
     from components.data.importer import import_groups
 
-    with runs.step_run(params.tracking, "build_groups", params.section_dict("data", "seed"), parent_run_id) as run_id:
+    with runs.step_run(params.tracking, "build", params.section_dict("data", "seed"), parent_run_id) as run_id:
         if params.data.groups_file is not None:
             source = params.root / params.data.groups_file
             groups, written = import_groups(source, params.paths.groups, params.data, params.seed)
@@ -59,7 +59,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
         runs.set_tags({"data.sha256": files_sha256(list(written.values()))})
         runs.log_artifacts(list(written.values()), "groups")
     summary = ", ".join(f"{k}={v}" for k, v in counts.items())
-    return StepResult("build_groups", run_id, {k: str(v) for k, v in written.items()}, counts, summary)
+    return StepResult("build", run_id, {k: str(v) for k, v in written.items()}, counts, summary)
 
 
 def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -71,20 +71,20 @@ def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
     # the token rules need the base model's tokenizer: checked when the model is prepared (train and
     # evaluate validate again with it otherwise)
     tokenizer = TokenizerInfo.load(params.paths.base_model) if tokenizer_sha256(params.paths.base_model) else None
-    with runs.step_run(params.tracking, "validate_groups", params.section_dict("data"), parent_run_id) as run_id:
+    with runs.step_run(params.tracking, "validate", params.section_dict("data"), parent_run_id) as run_id:
         try:
             report = validate_groups(params.paths.groups, params.data, report_path, tokenizer)
         finally:
             runs.log_artifacts([report_path], "validation")
         runs.log_metrics({"validation.success": 1.0})
-    return StepResult("validate_groups", run_id, {"report": str(report_path)}, {"success": report.success}, "all rules passed")
+    return StepResult("validate", run_id, {"report": str(report_path)}, {"success": report.success}, "all rules passed")
 
 
 def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResult:
     """GGUF (or tiny random) -> safetensors base model folder, reused when unchanged."""
     from components.models.provision import prepare_base_model
 
-    with runs.step_run(params.tracking, "prepare_base_model", params.section_dict("model", "seed"), parent_run_id) as run_id:
+    with runs.step_run(params.tracking, "prepare-model", params.section_dict("model", "seed"), parent_run_id) as run_id:
         provenance = prepare_base_model(
             params.model, params.paths.base_model, params.seed, root=params.root, lora_targets=params.lora.target_modules
         )
@@ -94,7 +94,7 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
              "model.origin": provenance.origin, "model.origin_sha256": provenance.origin_sha256, "model.architecture": provenance.architecture}
         )
     summary = f"{provenance.source} model, {provenance.n_parameters / 1e6:.1f}M parameters"
-    return StepResult("prepare_base_model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
+    return StepResult("prepare-model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
 
 
 def train(params: Params, parent_run_id: str | None = None, resume: bool = False) -> StepResult:

@@ -16,7 +16,7 @@ from tests.conftest import make_project, seed_tiny_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-STEPS = ["build_groups", "prepare_base_model", "validate_groups", "train", "evaluate", "register"]
+STEPS = ["build", "prepare-model", "validate", "train", "evaluate", "register"]
 PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png"]
 
 
@@ -113,5 +113,5 @@ def test_invalid_groups_stop_the_flow_before_training(tmp_path, tiny_model_dir, 
     by_name = {}
     for run in client.search_runs([experiment]):
         by_name.setdefault(run.info.run_name, []).append(run.info.status)
-    assert by_name["validate_groups"] == ["FAILED"]
+    assert by_name["validate"] == ["FAILED"]
     assert by_name["retrain"] == ["FAILED"] and "train" not in by_name

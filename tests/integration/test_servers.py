@@ -47,11 +47,11 @@ def test_build_retries_through_a_tracking_outage_then_is_cached(tmp_path, mlflow
         state = build_only(str(project / "params.yaml"), return_state=True)
         run_id, cached = state.result()
     assert not cached
-    (build,) = [t for t in task_runs(state.state_details.flow_run_id) if t.name.startswith("build-groups")]
+    (build,) = [t for t in task_runs(state.state_details.flow_run_id) if t.name.startswith("build")]
     assert build.run_count >= 2, "the first attempt should have met the outage"
     assert build.state.is_completed()
     run = mlflow.MlflowClient(tracking_uri=url).get_run(run_id)  # logged on the real server, past the outage
-    assert run.info.run_name == "build_groups" and run.data.metrics["groups.consistency_train"] > 0, backend
+    assert run.info.run_name == "build" and run.data.metrics["groups.consistency_train"] > 0, backend
 
     # unchanged inputs and outputs: served from Prefect's cache (no new MLflow run)
     monkeypatch.setenv("GROUPWISE_TRACKING_URI", url)
