@@ -8,14 +8,12 @@ from the paths in params.yaml, writes its outputs there, and logs an MLflow run 
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from components.config import Params
+from components.contracts.atomic import atomic_write_json
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
 
@@ -27,14 +25,6 @@ class StepResult:
     outputs: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
-
-
-def _write_json(path: Path, payload: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(payload, fh, indent=2, sort_keys=True, default=str)
-    Path(fh.name).replace(path)
-    return path
 
 
 def build(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -223,7 +213,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
         else:
             outcome["reasons"] = decision.reasons()
             summary_line = "gate refused, nothing registered: " + "; ".join(decision.reasons())
-        decision_path = _write_json(params.paths.registry / "decision.json", outcome)
+        decision_path = atomic_write_json(params.paths.registry / "decision.json", outcome)
         runs.log_artifacts([decision_path, *table], "registry")
     return StepResult("register", run_id, {"decision": str(decision_path), "gates": str(table[1])}, outcome, summary_line)
 

@@ -30,6 +30,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from components.config import Params, StudyConfig, load_params, with_overrides
+from components.contracts.atomic import atomic_dir
 from components.study.report import (
     ARM_FILE,
     CURVE_COLUMNS,
@@ -211,20 +212,18 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
 
 
 def _write_results(params: Params, record: dict, out: Path) -> None:
-    """Copy the arm's results into `out` as a whole (a temporary sibling renamed into place)."""
+    """Copy the arm's results into `out` as a whole (`contracts.atomic.atomic_dir`)."""
     from components.grpo.checkpoint import LOG_FILE
 
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for file in COPIED:
-        if (params.paths.reports / file).is_file():
-            shutil.copy2(params.paths.reports / file, tmp / file)
-    if record["kind"] == "train":
-        shutil.copy2(params.paths.checkpoints / "latest" / LOG_FILE, tmp / LOG_FILE)
-    (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)  # an arm's folder appears whole, or not at all
+    def write(tmp: Path) -> None:
+        for file in COPIED:
+            if (params.paths.reports / file).is_file():
+                shutil.copy2(params.paths.reports / file, tmp / file)
+        if record["kind"] == "train":
+            shutil.copy2(params.paths.checkpoints / "latest" / LOG_FILE, tmp / LOG_FILE)
+        (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+
+    atomic_dir(out, write)  # an arm's folder appears whole, or not at all
 
 
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:

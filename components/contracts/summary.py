@@ -30,14 +30,13 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from components.contracts.atomic import atomic_write_text
 from components.contracts.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -298,20 +297,9 @@ def summary_json(summary: EvaluationSummary) -> str:
 
 
 def write_summary(path: Path, summary: EvaluationSummary) -> Path:
-    """Write metrics.json atomically (a temporary sibling renamed into place, mode 0644); raises
-    ValueError before touching `path` when `summary_json` does."""
-    path = Path(path)
-    text = summary_json(summary)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600; a report is meant to be read by others
-        os.replace(tmp_name, path)
-    finally:
-        Path(tmp_name).unlink(missing_ok=True)
-    return path
+    """Write metrics.json atomically (`contracts.atomic`: a temporary sibling renamed into place, mode
+    0644); raises ValueError before touching `path` when `summary_json` does."""
+    return atomic_write_text(Path(path), summary_json(summary))
 
 
 def read_summary(path: Path) -> EvaluationSummary:

@@ -7,14 +7,13 @@ same folder, then rename), so a reader never sees half a file. Blank lines are s
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from components.contracts.atomic import atomic_write_text
 from components.contracts.errors import UserError
 from components.data.schema import PromptGroup, Split, TaskKind
 
@@ -36,21 +35,6 @@ class GroupFileError(UserError, ValueError):
 def groups_file(groups_dir: Path, task: str) -> Path:
     """Path of the file holding the groups of one task kind: ``<groups_dir>/<task>.jsonl``."""
     return Path(groups_dir) / f"{task}.jsonl"
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temp file in the same folder and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def to_jsonl(groups: Iterable[PromptGroup]) -> str:

@@ -19,14 +19,13 @@ base-vs-tuned rows alone (metric, delta, CI, q-value), the table behind DVC's `m
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
 
+from components.contracts.atomic import atomic_write as _atomic_write
 from components.contracts.summary import (
     ConsistencySummary,
     DiversitySummary,
@@ -75,20 +74,6 @@ class ReportFiles:
 
     def plots(self) -> list[Path]:
         return [self.entropy_gap_png, self.coverage_png, self.answer_frequency_png, self.metric_deltas_png]
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp)` on a temporary file next to `path`, then rename it onto `path`."""
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        tmp.chmod(0o644)  # mkstemp creates 0600; a report is meant to be read by others
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

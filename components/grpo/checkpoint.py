@@ -18,13 +18,13 @@ import csv
 import json
 import random
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from components.contracts.atomic import atomic_dir, recover_dir
 
 ADAPTER_DIR = "adapter"
 STATE_FILE = "train_state.json"
@@ -35,40 +35,9 @@ PROGRESS_FILE = "progress.json"
 STATE_PREFIX = "step-"
 
 
-def _old(out_dir: Path) -> Path:
-    return out_dir.with_name(f".{out_dir.name}-old")
-
-
 def recover_checkpoint(out_dir: Path) -> str | None:
-    """Finish a swap a crash interrupted: `out_dir` gone but its previous version set aside
-    (killed between the two renames of `_atomic_dir`) -> put the previous version back. Returns
-    what was done, or None when there was nothing to recover."""
-    out_dir, old = Path(out_dir), _old(Path(out_dir))
-    if out_dir.exists() or not old.is_dir():
-        return None
-    old.rename(out_dir)
-    return f"{out_dir}: restored the previous checkpoint (a crash interrupted its replacement)"
-
-
-def _atomic_dir(out_dir: Path, write) -> Path:
-    """Run write(tmp) into a fresh sibling folder, then swap it in for `out_dir`."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    recover_checkpoint(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
-    try:
-        write(tmp)
-        old = None
-        if out_dir.exists():
-            old = _old(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    """Finish a checkpoint swap a crash interrupted (`contracts.atomic.recover_dir`)."""
+    return recover_dir(out_dir)
 
 
 def _write_log(path: Path, log_rows: list[dict[str, float]]) -> None:
@@ -89,7 +58,7 @@ def save_checkpoint(out_dir: Path, model, state: dict[str, Any], log_rows: list[
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True))
         _write_log(tmp / LOG_FILE, log_rows)
 
-    return _atomic_dir(out_dir, write)
+    return atomic_dir(out_dir, write)
 
 
 # ---- resumable training state ---------------------------------------------------------------
@@ -152,7 +121,7 @@ def save_train_state(state_root: Path, step: int, model, optimizer, scheduler, p
         (tmp / RNG_FILE).write_text(json.dumps(rng_state()))
         (tmp / PROGRESS_FILE).write_text(json.dumps({**progress, "step": step}, indent=1))
 
-    out = _atomic_dir(state_root / f"{STATE_PREFIX}{step:06d}", write)
+    out = atomic_dir(state_root / f"{STATE_PREFIX}{step:06d}", write)
     for older in state_root.glob(f"{STATE_PREFIX}*"):
         if older != out and older.is_dir():
             shutil.rmtree(older, ignore_errors=True)

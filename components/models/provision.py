@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.config import ModelConfig
 from components.hashing import file_sha256, files_sha256
@@ -214,9 +213,9 @@ def prepare_base_model(
         check_lora_targets(model, lora_targets, f"model ({cfg.source} {origin or name})")
     model = model.to(getattr(torch, _DTYPES[cfg.dtype]))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
+    made: list[ModelProvenance] = []
+
+    def write(tmp: Path) -> None:
         # one weights file whatever the size: adapters, bindings and registered versions hash it
         model.save_pretrained(tmp, safe_serialization=True, max_shard_size="1000GB")
         tokenizer.save_pretrained(tmp)
@@ -233,26 +232,10 @@ def prepare_base_model(
             architecture=(model.config.architectures or [type(model).__name__])[0],
         )
         (tmp / PROVENANCE_FILE).write_text(json.dumps(asdict(provenance), indent=2))
-        _swap_in(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return provenance
+        made.append(provenance)
 
-
-def _swap_in(new: Path, dest: Path) -> None:
-    """Replace folder `dest` by `new` with no moment where `dest` is missing or half-written:
-    the old folder is renamed aside first and removed only after the new one is in place."""
-    old = dest.with_name(f".{dest.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if dest.exists():
-        dest.rename(old)
-    try:
-        new.rename(dest)
-    except BaseException:
-        if old.exists() and not dest.exists():
-            old.rename(dest)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    atomic_dir(out_dir, write)  # never a moment without a complete base model folder
+    return made[0]
 
 
 def load_base_model(model_dir: Path, dtype: str = "float32"):

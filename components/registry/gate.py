@@ -130,7 +130,7 @@ class GateDecision:
 
     def write_table(self, folder: Path) -> list[Path]:
         """gates.csv and gates.md (one row per gate) in `folder`, each written atomically."""
-        from components.data.io import atomic_write_text
+        from components.contracts.atomic import atomic_write_text
 
         return [atomic_write_text(Path(folder) / GATES_CSV, self.csv()), atomic_write_text(Path(folder) / GATES_MD, self.markdown())]
 

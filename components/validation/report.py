@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from components.contracts.errors import UserError
-from components.data.io import atomic_write_text
+from components.contracts.atomic import atomic_write_text
 
 MAX_ROWS_IN_MESSAGE = 10
 MAX_VALUE_CHARS = 80  # longer values (prompt texts) are cut in messages, kept whole in the report

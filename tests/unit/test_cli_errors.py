@@ -71,7 +71,7 @@ def test_a_crash_between_the_checkpoint_renames_is_recovered(tmp_path):
 
     latest = save_checkpoint(tmp_path / "latest", Model(), {"steps": 1}, [])
     latest.rename(tmp_path / ".latest-old")  # killed after the first rename, before the second
-    assert recover_checkpoint(tmp_path / "latest").endswith("restored the previous checkpoint (a crash interrupted its replacement)")
+    assert recover_checkpoint(tmp_path / "latest").endswith("restored the previous version (a crash interrupted its replacement)")
     assert (tmp_path / "latest" / "adapter" / "adapter_model.safetensors").read_bytes() == b"v1"
     assert recover_checkpoint(tmp_path / "latest") is None  # nothing to do
 

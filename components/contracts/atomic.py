@@ -1,0 +1,96 @@
+"""One way to write a file or a folder so that a reader never sees half of it.
+
+- `atomic_write(path, write)`: `write(tmp)` fills a temporary sibling, which is made mode 0644 (a
+  report or a data file is meant to be read by others; `mkstemp` creates 0600) and renamed onto
+  `path` with `os.replace`, atomic on POSIX. On failure the temporary file is removed and `path`
+  is untouched.
+- `atomic_dir(out_dir, write)`: `write(tmp)` fills a fresh sibling folder; the old `out_dir` is
+  renamed aside (`.<name>-old`), the new one (mode 0755) renamed in, then the old one removed, so there is no
+  moment without a complete folder. `recover_dir` finishes a swap that a crash interrupted between
+  the two renames (the folder gone, its previous version aside): it puts the previous one back.
+
+Standard library only: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755  # mkdtemp creates 0700
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call `write(tmp)` on a temporary file next to `path`, then rename it onto `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        tmp.chmod(FILE_MODE)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """`text` (UTF-8) into `path`, atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_json(path: Path, payload: Any) -> Path:
+    """`payload` as indented, key-sorted JSON (str() for what JSON cannot hold), atomically."""
+    return atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _aside(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}-old")
+
+
+def recover_dir(out_dir: Path) -> str | None:
+    """Finish a swap a crash interrupted: `out_dir` gone but its previous version set aside ->
+    put the previous version back. Returns what was done, or None when there was nothing to do."""
+    out_dir, old = Path(out_dir), _aside(Path(out_dir))
+    if out_dir.exists() or not old.is_dir():
+        return None
+    old.rename(out_dir)
+    return f"{out_dir}: restored the previous version (a crash interrupted its replacement)"
+
+
+def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
+    """Run `write(tmp)` into a fresh sibling folder, then swap it in for `out_dir`."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    recover_dir(out_dir)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
+    try:
+        write(tmp)
+        tmp.chmod(DIR_MODE)
+        old = None
+        if out_dir.exists():
+            old = _aside(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+        try:
+            tmp.rename(out_dir)
+        except BaseException:
+            if old is not None and not out_dir.exists():
+                old.rename(out_dir)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_dir", "atomic_write", "atomic_write_json", "atomic_write_text", "recover_dir"]
