@@ -174,8 +174,10 @@ class ImportanceSamplingConfig(_Section):
 class RolloutConfig(_Section):
     """Which engine samples the training rollouts."""
 
-    engine: Literal["transformers", "vllm"] = Field(
-        "transformers", description="transformers: groupwise's decode loop on the live policy; vllm: a colocated vLLM engine"
+    engine: str = Field(
+        "transformers",
+        description="a registered rollout engine (components.grpo.rollout_engines): transformers, groupwise's decode "
+        "loop on the live policy | vllm, a colocated vLLM engine",
     )
     vllm: RolloutVllmConfig = RolloutVllmConfig()
     importance_sampling: ImportanceSamplingConfig = ImportanceSamplingConfig()
@@ -289,7 +291,9 @@ class CandidateConfig(_Section):
 
 
 class EvalConfig(_Section):
-    engine: Literal["vllm", "transformers"] = "vllm"
+    engine: str = Field(
+        "vllm", description="a registered generation engine (components.generation.engines): vllm | transformers"
+    )
     allow_fallback: bool = Field(
         False, description="if the requested engine cannot start, use transformers instead (logged, recorded)"
     )

@@ -23,9 +23,11 @@ import sys
 
 from components.contracts.errors import UserError
 from components.config import Params
+from components.generation.engines import ENGINES
 from components.grpo.advantages import ADVANTAGES
 from components.grpo.losses import LOSS_TYPES
 from components.grpo.policy_losses import POLICY_LOSSES
+from components.grpo.rollout_engines import ROLLOUT_ENGINES
 from components.grpo.semantic import CLUSTERERS
 from components.rewards import REWARDS
 
@@ -58,3 +60,7 @@ def check_registered_names(params: Params) -> None:
     POLICY_LOSSES.check([train.policy_loss], where="train.policy_loss")
     CLUSTERERS.check([train.advantage.clustering], where="train.advantage.clustering")
     REWARDS.check(list(params.reward.weights), where="reward.weights")
+    from components.generation import transformers_engine, vllm_engine  # noqa: F401  (they register on import)
+
+    ENGINES.check([params.eval.engine], where="eval.engine")
+    ROLLOUT_ENGINES.check([train.rollout.engine], where="train.rollout.engine")

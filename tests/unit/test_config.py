@@ -126,3 +126,15 @@ def test_old_keys_still_load_for_one_release_with_a_warning_naming_the_new_key(t
     # study arms' overrides go through the same migration
     with pytest.warns(ParamsDeprecationWarning, match="overrides: lora.alpha"):
         assert with_overrides(params, {"lora": {"alpha": 4}}).lora.lora_alpha == 4
+
+
+def test_engines_are_registry_names_checked_with_the_others(tmp_path):
+    from components.contracts.naming import UnknownNameError
+    from components.plugins import check_registered_names
+
+    params = load_params(write(tmp_path, {"eval": {"engine": "sglang"}}))  # a str: the registry decides
+    with pytest.raises(UnknownNameError, match=r"eval\.engine: unknown engine 'sglang'; known: \[.*'transformers'.*'vllm'"):
+        check_registered_names(params)
+    params = load_params(write(tmp_path, {"train": {"rollout": {"engine": "sglang"}}}))
+    with pytest.raises(UnknownNameError, match=r"train\.rollout\.engine: unknown rollout engine 'sglang'; known: \['transformers', 'vllm'\]"):
+        check_registered_names(params)
