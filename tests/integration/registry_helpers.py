@@ -82,3 +82,23 @@ def write_metrics(project: Path, metrics: dict, bind: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(metrics))
     return path
+
+
+def assert_serves_adapter(pyfunc_model, adapter_dir: Path | None = None) -> None:
+    """The loaded registered model applies a LoRA adapter: its peft state holds lora_B weights that
+    are not all zero (peft's initial B: an adapter without effect), and, given `adapter_dir`, they
+    equal that folder's adapter_model.safetensors tensor for tensor."""
+    import torch
+    from peft import PeftModel, get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    peft_model = pyfunc_model.unwrap_python_model().model
+    assert isinstance(peft_model, PeftModel), type(peft_model)
+    served = get_peft_model_state_dict(peft_model)
+    lora_b = [w for k, w in served.items() if "lora_B" in k]
+    assert lora_b and max(w.abs().max().item() for w in lora_b) > 0, "the served adapter has no effect (lora_B all zero)"
+    if adapter_dir is not None:
+        expected = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+        assert set(served) == set(expected)
+        for key, weight in expected.items():
+            assert torch.equal(served[key].to(weight.dtype).cpu(), weight), key

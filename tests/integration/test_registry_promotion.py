@@ -16,7 +16,7 @@ from components.tracking import runs
 from components.tracking.model_registry import HISTORY_TAG, register_adapter
 from flows import steps
 from flows.cli import app
-from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
+from tests.integration.registry_helpers import assert_serves_adapter, good_metrics, registry_project, write_adapter, write_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 NAME = "groupwise-smollm2-lora"
@@ -136,3 +136,4 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
     out = model.predict(["What should I invest in?"], params={"max_new_tokens": 4})
     assert len(out) == 1 and isinstance(out[0], str)
+    assert_serves_adapter(model)  # an adapter with effect is applied, not the bare base model

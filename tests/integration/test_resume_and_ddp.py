@@ -146,3 +146,11 @@ def test_full_trainer_under_torchrun(tiny_model_dir, tmp_path):
     assert state["world_size"] == 2
     assert state["samples"] == 2 * 2 * 2 * 3  # 2 steps x 2 groups (one per rank) x 2 variants x K=3
     assert len(log_rows(tmp_path / "latest")) == 2
+    # the weights, not only the counts: peft initialises lora_B at zero, so two all-reduced updates
+    # must have moved every lora_B, and nothing may be NaN
+    weights = adapter(tmp_path / "latest")
+    lora_b = {k: w for k, w in weights.items() if "lora_B" in k}
+    assert lora_b and all(torch.isfinite(w).all() for w in weights.values())
+    assert min(w.abs().max().item() for w in lora_b.values()) > 0, "every lora_B must have been updated"
+    losses = [float(r["loss"]) for r in log_rows(tmp_path / "latest")]
+    assert len(losses) == 2 and all(abs(x) < 1e6 for x in losses)  # finite losses logged by rank 0

@@ -13,6 +13,7 @@ from components.registry.binding import EvaluationBinding
 from flows import steps
 from flows.retrain import retrain
 from tests.conftest import make_project, seed_tiny_model
+from tests.integration.registry_helpers import assert_serves_adapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -85,6 +86,7 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     model = mlflow.pyfunc.load_model(f"models:/{params.registry.model_name}@challenger")
     out = model.predict(["What should I invest in?", "Name a colour."], params={"max_new_tokens": 5})
     assert len(out) == 2 and all(isinstance(t, str) for t in out)
+    assert_serves_adapter(model, params.paths.checkpoints / "latest" / "adapter")  # the trained adapter, applied
 
     # a gate that cannot pass registers nothing and says why
     strict = params.model_copy(update={"gate": params.gate.model_copy(update={"min_relative_gap_reduction": 5.0})})

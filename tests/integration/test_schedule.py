@@ -20,6 +20,7 @@ import yaml
 
 from components.config import load_params
 from tests.conftest import ROOT, make_project, seed_tiny_model
+from tests.integration.registry_helpers import assert_serves_adapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -99,6 +100,7 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
     model = mlflow.pyfunc.load_model(f"models:/{params.registry.model_name}@challenger")
     out = model.predict(["Name a colour."], params={"max_new_tokens": 4})
     assert len(out) == 1 and isinstance(out[0], str), backend
+    assert_serves_adapter(model, params.paths.checkpoints / "latest" / "adapter")  # the scheduled run's adapter
 
 
 def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_url):
