@@ -8,12 +8,10 @@ from the paths in params.yaml, writes its outputs there, and logs an MLflow run 
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from components.config import Params
-from components.contracts.atomic import atomic_write_json
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
 
@@ -162,60 +160,22 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
-    move the alias, else register nothing. Idempotent: the same adapter and metrics give the same
-    version (safe to retry)."""
+    move the alias, else register nothing (`components.registry.registration`). Idempotent."""
     from components.contracts.summary import SUMMARY_FILE, read_summary
-    from components.grpo.checkpoint import ADAPTER_DIR, recover_checkpoint
-    from components.registry.binding import check_evaluated, registration_fingerprint, version_provenance
-    from components.registry.gate import evaluate_gates, registration_tags
-    from components.tracking import model_registry
+    from components.grpo.checkpoint import recover_checkpoint
+    from components.registry.registration import gate_and_register
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():
         raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
-    summary = read_summary(metrics_path)
     checkpoint = params.paths.checkpoints / "latest"
     if note := recover_checkpoint(checkpoint):
         print(note)
-    reg = params.registry
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:
-        reigning = model_registry.champion(reg.model_name, reg.champion_alias)
-        decision = evaluate_gates(summary, params.gate, reigning)
-        outcome: dict[str, Any] = decision.outcome(reigning)
-        runs.log_metrics(decision.run_metrics())
-        runs.set_tags(decision.run_tags())
-        table = decision.write_table(params.paths.registry)
-        experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC inside `dvc exp run`
-        if decision.passed and experiment and not reg.register_experiments:
-            outcome["registered"] = False
-            outcome["reasons"] = [f"DVC experiment {experiment!r}: gates judged, nothing registered "
-                                  "(an experiment is compared with `dvc exp show`, not promoted; "
-                                  "registry.register_experiments: true registers it)"]  # fmt: skip
-            runs.set_tags({"registry.skipped": "dvc experiment"})
-            summary_line = f"gates passed; not registered: {outcome['reasons'][0]}"
-        elif decision.passed:
-            adapter = checkpoint / ADAPTER_DIR
-            check_evaluated(params, summary, metrics_path, adapter)  # publishes what was evaluated, or nothing
-            version = model_registry.register_adapter(
-                adapter,
-                params.paths.base_model,
-                reg.model_name,
-                reg.alias,
-                registration_tags(decision, reigning, summary, version_provenance(params)),
-                dtype=params.model.dtype,
-                package_base_model=reg.package_base_model,
-                fingerprint=registration_fingerprint(adapter, metrics_path),
-                lock_timeout=reg.lock_timeout_seconds,
-            )
-            runs.set_tags({"registry.version": version.version, "registry.reused": str(version.reused).lower()})
-            outcome.update(version.outcome())
-            summary_line = version.describe()
-        else:
-            outcome["reasons"] = decision.reasons()
-            summary_line = "gate refused, nothing registered: " + "; ".join(decision.reasons())
-        decision_path = atomic_write_json(params.paths.registry / "decision.json", outcome)
-        runs.log_artifacts([decision_path, *table], "registry")
-    return StepResult("register", run_id, {"decision": str(decision_path), "gates": str(table[1])}, outcome, summary_line)
+        done = gate_and_register(params, read_summary(metrics_path), metrics_path, checkpoint)
+        runs.log_artifacts(done.files, "registry")
+    decision, gates = done.files[0], done.files[2]  # decision.json, gates.md
+    return StepResult("register", run_id, {"decision": str(decision), "gates": str(gates)}, done.outcome, done.line)
 
 
 STEPS = {

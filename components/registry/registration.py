@@ -1,0 +1,80 @@
+"""Gate, then register: the decision a `register` step takes and writes, in one function.
+
+`gate_and_register` judges the evaluation's summary with the gates (against the base model and the
+reigning @champion), writes the gate table and `decision.json` into the registry folder, and on a
+pass registers the evaluated adapter (after `binding.check_evaluated`: what is registered is what
+was evaluated) and moves the alias. Inside `dvc exp run` (DVC_EXP_NAME set) a pass registers
+nothing unless `registry.register_experiments` says so: an experiment is compared with
+`dvc exp show`, not promoted. Idempotent: the same adapter and metrics give the same version.
+The caller owns the MLflow run the tags and metrics go to.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.config import Params
+from components.contracts.atomic import atomic_write_json
+from components.contracts.summary import EvaluationSummary
+from components.tracking import runs
+
+DECISION_FILE = "decision.json"
+
+
+@dataclass
+class Registration:
+    outcome: dict[str, Any]  # decision.json
+    line: str  # one line for the step's summary
+    files: list[Path] = field(default_factory=list)  # decision.json, gates.csv, gates.md
+
+
+def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: Path, checkpoint: Path) -> Registration:
+    """Judge, write the verdict, and register the adapter in `checkpoint` when every gate passes."""
+    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.registry.binding import check_evaluated, registration_fingerprint, version_provenance
+    from components.registry.gate import evaluate_gates, registration_tags
+    from components.tracking import model_registry
+
+    reg = params.registry
+    reigning = model_registry.champion(reg.model_name, reg.champion_alias)
+    decision = evaluate_gates(summary, params.gate, reigning)
+    outcome: dict[str, Any] = decision.outcome(reigning)
+    runs.log_metrics(decision.run_metrics())
+    runs.set_tags(decision.run_tags())
+    table = decision.write_table(params.paths.registry)
+    experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC inside `dvc exp run`
+    if decision.passed and experiment and not reg.register_experiments:
+        outcome["registered"] = False
+        outcome["reasons"] = [f"DVC experiment {experiment!r}: gates judged, nothing registered "
+                              "(an experiment is compared with `dvc exp show`, not promoted; "
+                              "registry.register_experiments: true registers it)"]  # fmt: skip
+        runs.set_tags({"registry.skipped": "dvc experiment"})
+        line = f"gates passed; not registered: {outcome['reasons'][0]}"
+    elif decision.passed:
+        adapter = checkpoint / ADAPTER_DIR
+        check_evaluated(params, summary, metrics_path, adapter)  # publishes what was evaluated, or nothing
+        version = model_registry.register_adapter(
+            adapter,
+            params.paths.base_model,
+            reg.model_name,
+            reg.alias,
+            registration_tags(decision, reigning, summary, version_provenance(params)),
+            dtype=params.model.dtype,
+            package_base_model=reg.package_base_model,
+            fingerprint=registration_fingerprint(adapter, metrics_path),
+            lock_timeout=reg.lock_timeout_seconds,
+        )
+        runs.set_tags({"registry.version": version.version, "registry.reused": str(version.reused).lower()})
+        outcome.update(version.outcome())
+        line = version.describe()
+    else:
+        outcome["reasons"] = decision.reasons()
+        line = "gate refused, nothing registered: " + "; ".join(decision.reasons())
+    decision_path = atomic_write_json(params.paths.registry / DECISION_FILE, outcome)
+    return Registration(outcome, line, [decision_path, *table])
+
+
+__all__ = ["DECISION_FILE", "Registration", "gate_and_register"]
