@@ -44,12 +44,16 @@ LIST_PHRASINGS = [
 def list_selection(count: int, seed: int) -> list[dict]:
     """`count` lists of 3–5 options drawn from one pool each, in a shuffled order."""
     rng = random.Random(f"list_selection:{seed}")
-    tasks = []
+    tasks, seen = [], set()
     pools = sorted(POOLS)
     for i in range(count):
         pool = pools[i % len(pools)]
-        options = rng.sample(POOLS[pool], rng.choice([3, 4, 5]))
-        listed = ", ".join(options)
+        while True:  # distinct lists: one prompt never lands in both splits
+            options = rng.sample(POOLS[pool], rng.choice([3, 4, 5]))
+            listed = ", ".join(options)
+            if listed not in seen:
+                break
+        seen.add(listed)
         tasks.append({
             "domain": f"list-{pool}-{i:03d}", "normalizer": "casefold_match", "valid_answers": options,
             "phrasings": [p.format(options=listed) for p in LIST_PHRASINGS],
@@ -125,11 +129,15 @@ def _operands(operation: str, a: int, b: int) -> tuple[int, int, int]:
 def arithmetic(count: int, seed: int) -> list[dict]:
     """`count` one-step word problems (add, subtract, multiply, divide evenly) with their answer."""
     rng = random.Random(f"arithmetic:{seed}")
-    tasks = []
+    tasks, seen = [], set()
     for i in range(count):
         operation, text = PROBLEMS[i % len(PROBLEMS)]
-        name, item = rng.choice(NAMES), rng.choice(ITEMS)
-        x, y, answer = _operands(operation, rng.randint(2, 12), rng.randint(2, 9))
-        prompt = text.format(name=name, item=item, x=x, y=y) + ANSWER_FORMAT
+        while True:  # distinct prompts: one text never lands in both splits (the GX rule prompt_text_in_one_split)
+            name, item = rng.choice(NAMES), rng.choice(ITEMS)
+            x, y, answer = _operands(operation, rng.randint(2, 12), rng.randint(2, 9))
+            prompt = text.format(name=name, item=item, x=x, y=y) + ANSWER_FORMAT
+            if prompt not in seen:
+                break
+        seen.add(prompt)
         tasks.append({"domain": f"arith-{operation}-{i:03d}", "normalizer": "final_integer", "valid_answers": [str(answer)], "phrasings": [prompt]})
     return tasks

@@ -106,3 +106,11 @@ def test_a_template_with_an_unknown_generator_names_it():
         parse_template({"task": "diversity", "generate": [{"generator": "lists", "count": 2}]}, "t.yaml")
     with pytest.raises(TemplateError, match="no tasks written and none generated"):
         parse_template({"task": "diversity"}, "t.yaml")
+
+
+def test_generated_prompts_are_distinct_so_none_lands_in_both_splits():
+    from components.data.task_generators import GENERATORS
+
+    for name, count in (("arithmetic", 400), ("list_selection", 80), ("constrained_counting", 24)):
+        texts = [p for task in GENERATORS.get(name)(count, 1) for p in task["phrasings"]]
+        assert len(texts) == len(set(texts)), name
