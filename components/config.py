@@ -128,6 +128,11 @@ class VllmConfig(_Section):
     max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
     max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
+    gpu_memory_utilization: float = Field(
+        0.45, gt=0, le=0.95,
+        description="CUDA only: share of GPU memory one engine takes (weights + KV cache); 0.45 lets the base "
+        "engine and a merged adapter's engine sit side by side (adapter_mode: merged); ignored on CPU",
+    )  # fmt: skip
     adapter_mode: Literal["auto", "merged", "lora"] = Field(
         "auto",
         description="auto: lora on a CUDA GPU, merged on CPU | merged: the adapter is merged into a copy of the base "
@@ -151,6 +156,11 @@ class RolloutVllmConfig(VllmConfig):
     """The colocated vLLM engine that samples training rollouts (its own engine process, started once)."""
 
     dtype: str = Field("bfloat16", description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap)")
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=0.95,
+        description="CUDA only: GPU memory share of the rollout engine, colocated with the trainer (TRL's colocate "
+        "default 0.3); ignored on CPU",
+    )
     weight_sync: Literal["merged", "lora"] = Field(
         "merged",
         description="merged: after every update the LoRA deltas are merged into copies of the target weights and "

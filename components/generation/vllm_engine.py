@@ -85,6 +85,16 @@ def engine_env(cfg: VllmConfig) -> dict[str, str]:
     return env
 
 
+def device_kwargs(cfg: VllmConfig, cuda: bool | None = None) -> dict[str, float]:
+    """LLM arguments that only a GPU takes: `gpu_memory_utilization` on CUDA, nothing on CPU (where
+    the KV cache is `kv_cache_gb`, set through the environment)."""
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    return {"gpu_memory_utilization": cfg.gpu_memory_utilization} if cuda else {}
+
+
 def adapter_rank(adapter: Path) -> int:
     """LoRA rank r from a peft adapter folder; ValueError naming the file when it is not one."""
     config_path = Path(adapter) / "adapter_config.json"
@@ -138,6 +148,7 @@ class VllmEngine:
             logprobs_mode="processed_logprobs",
             disable_log_stats=True,
             **lora,
+            **device_kwargs(self._cfg),
             **({"enable_sleep_mode": True} if getattr(self._cfg, "sleep_level", 0) else {}),
         )
         try:

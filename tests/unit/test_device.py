@@ -95,3 +95,14 @@ def test_the_vllm_adapter_mode_follows_the_device():
     assert effective_adapter_mode("auto", cuda=True) == "lora" and effective_adapter_mode("auto", cuda=False) == "merged"
     assert effective_adapter_mode("merged", cuda=True) == "merged" and effective_adapter_mode("lora", cuda=False) == "lora"
     assert effective_adapter_mode("auto") == ("lora" if torch.cuda.is_available() else "merged")
+
+
+def test_vllm_takes_a_gpu_memory_share_only_on_cuda():
+    from components.config import RolloutVllmConfig, VllmConfig
+    from components.generation.vllm_engine import device_kwargs
+
+    assert device_kwargs(VllmConfig(), cuda=False) == {}  # CPU: the KV cache is kv_cache_gb
+    assert device_kwargs(VllmConfig(), cuda=True) == {"gpu_memory_utilization": 0.45}
+    # the colocated rollout engine leaves the trainer most of the GPU, like TRL's colocate mode
+    assert device_kwargs(RolloutVllmConfig(), cuda=True) == {"gpu_memory_utilization": 0.3}
+    assert 2 * VllmConfig().gpu_memory_utilization <= 0.9  # base + merged engines fit side by side
