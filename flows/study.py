@@ -256,6 +256,15 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
     return path
 
 
+def report_files(study: Study) -> list[Path]:
+    """What the study's report consists of (those written so far): the page, its table(s), the plot."""
+    r = study.results
+    if study.config.report == "diversity":
+        return [p for p in (r / f"{study.name}.md", r / f"{study.name}.csv", r / f"{study.name}.png") if p.is_file()]
+    names = ("consistency.md", "study.csv", "study_metrics.json", "consistency_learning_curve.csv", "consistency_learning_curve.png")
+    return [r / n for n in names if (r / n).is_file()]
+
+
 def load_study(params_path: str | Path, name: str | None = None) -> tuple[Params, Study]:
     """The study's params (its profile applied) and where its results live."""
     root_params = load_params(Path(params_path))
@@ -285,6 +294,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
             run_arm(arm, chosen_study, arm_name, parent)
             write_study_report(chosen_study)
         path = write_study_report(chosen_study)
+        runs.log_files_to(parent, report_files(chosen_study), "study")  # the report on the study's MLflow run
         runs.end_parent_run(parent, "FINISHED")
     except BaseException:
         runs.end_parent_run(parent, "FAILED")

@@ -49,6 +49,12 @@ def family(domain: str) -> str:
     return str(domain).split("-", 1)[0]
 
 
+def family_order(fam: str) -> tuple[int, str]:
+    """The generated families in the order of the papers' claims (list, count, arithmetic), then the rest."""
+    order = list(FAMILY_LABELS)
+    return (order.index(fam) if fam in order else len(order), fam)
+
+
 def metrics_of(fam: str) -> tuple[str, ...]:
     return FAMILY_METRICS.get(fam, FAMILY_METRICS["*"])
 
@@ -122,7 +128,7 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
     lines += [f"| {a} | {trained_on.get(a, 'n/a')} | {arms[a].get('description', '')} |" for a in arms]
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
-    for fam in sorted(table["family"].unique()):
+    for fam in sorted(table["family"].unique(), key=family_order):
         lines += ["", f"## {FAMILY_LABELS.get(fam, fam)}", "",
                   "| comparison | metric | tasks | reference | arm | d [95 % CI] | p | q |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in table[table["family"] == fam].iterrows():
@@ -143,7 +149,7 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     base_rows = table[table["comparison"] == "vs base"]
-    families = sorted(base_rows["family"].unique())
+    families = sorted(base_rows["family"].unique(), key=family_order)
     fig, axes = plt.subplots(1, max(1, len(families)), figsize=(4.2 * max(1, len(families)), 3.6), squeeze=False)
     for ax, fam in zip(axes[0], families):
         metric = metrics_of(fam)[0]

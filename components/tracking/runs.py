@@ -195,6 +195,16 @@ def log_artifacts(paths: list[Path], artifact_path: str | None = None) -> None:
             mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
 
+def log_files_to(run_id: str, paths: list[Path], artifact_path: str | None = None) -> None:
+    """Log the existing files of `paths` to run `run_id` (an open parent run, not the active one)."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    for path in map(Path, paths):
+        if path.is_file():
+            client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+
+
 def set_tags(tags: Mapping[str, Any]) -> None:
     import mlflow
 

@@ -142,6 +142,12 @@ def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(t
     assert "## list selection" in report and "## arithmetic" in report and "| gapo vs grpo-validity |" in report
     assert "| gapo | list-*, count-* | frequency-aware |" in report
     assert not (results / "consistency.md").exists()  # the consistency study's report is not touched
+    params = load_params(project / "params.yaml")
+    client = MlflowClient(tracking_uri=params.tracking.uri)
+    (parent,) = client.search_runs([client.get_experiment_by_name(params.tracking.experiment).experiment_id],
+                                   filter_string="tags.`groupwise.study` = 'gapo'")  # fmt: skip
+    logged = {f.path for f in client.list_artifacts(parent.info.run_id, "study")}
+    assert logged == {"study/gapo.md", "study/gapo.csv", "study/gapo.png"}  # the report on the study's run
 
     stamp = (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns
     study(str(project / "params.yaml"), ["gapo"], "gapo")  # finished: skipped
