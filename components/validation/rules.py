@@ -81,6 +81,12 @@ def _between(
     )
 
 
+def _none_in_groups_or_members(rule: str, what: str, label: str) -> list[Check]:
+    """The rule at both levels of a groups file: column `n_<what>` is 0 on every group row and on
+    every member row (the offending values shown from column `<what>`)."""
+    return [_between(rule, table, f"n_{what}", 0, 0, shows=what, label=label) for table in ("groups", "members")]
+
+
 def _in_set(rule: str, table: Table, column: str, values: list[Any], label: str) -> Check:
     return Check(
         rule,
@@ -103,26 +109,10 @@ def checks(data_cfg: DataConfig) -> list[Check]:
             {"column": "row_error"},
             shows="row_error",
         ),
-        _between(
-            "required_fields_typed", "groups", "n_type_problems", 0, 0,
-            shows="type_problems", label="fields",
-        ),
-        _between(
-            "required_fields_typed", "members", "n_type_problems", 0, 0,
-            shows="type_problems", label="fields",
-        ),
-        _between(
-            "no_unknown_fields", "groups", "n_unknown_fields", 0, 0,
-            shows="unknown_fields", label="unknown",
-        ),
-        _between(
-            "no_unknown_fields", "members", "n_unknown_fields", 0, 0,
-            shows="unknown_fields", label="unknown",
-        ),
-        _between("ids_not_empty", "groups", "n_empty_ids", 0, 0, shows="empty_ids", label="empty"),
-        _between("ids_not_empty", "members", "n_empty_ids", 0, 0, shows="empty_ids", label="empty"),
-        _between("no_control_characters", "groups", "n_control_chars", 0, 0, shows="control_chars", label="control"),
-        _between("no_control_characters", "members", "n_control_chars", 0, 0, shows="control_chars", label="control"),
+        *_none_in_groups_or_members("required_fields_typed", "type_problems", "fields"),
+        *_none_in_groups_or_members("no_unknown_fields", "unknown_fields", "unknown"),
+        *_none_in_groups_or_members("ids_not_empty", "empty_ids", "empty"),
+        *_none_in_groups_or_members("no_control_characters", "control_chars", "control"),
         _between(
             "valid_answers_distinct", "groups", "diversity_n_duplicate_answers", 0, 0,
             shows="diversity_duplicate_answers", label="listed twice",
