@@ -44,6 +44,7 @@ from components.study.report import (
     untrained,
 )
 from components.study.diversity_report import write_diversity_report
+from components.study.machine import machine_record
 from components.tracking import runs
 from flows import steps
 
@@ -185,7 +186,8 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     out = study.arm_dir(name)
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
-              "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run}  # fmt: skip
+              "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run,
+              "machine": machine_record()}  # fmt: skip
     try:
         if not arm_done(study, name, record["fingerprint"]):
             if arm.kind == "train":

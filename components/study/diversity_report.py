@@ -25,6 +25,7 @@ import pandas as pd
 
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, paired_test
+from components.study.machine import machine_label
 from components.study.report import ARM_FILE
 
 TASKS_FILE = "per_group_diversity.csv"
@@ -117,15 +118,22 @@ def _p(value) -> str:
 
 
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], trained_on: dict[str, str], command: str,
-                    alpha: float = 0.01) -> str:  # fmt: skip
-    """results/NAME.md: the arms, then one table per family, base comparisons and head-to-head."""
+                    machines: dict[str, str] | None = None, alpha: float = 0.01) -> str:  # fmt: skip
+    """results/NAME.md: the arms (with the machine each ran on, `components.study.machine`), then one
+    table per family, base comparisons and head-to-head."""
+    machines = machines or {}
     lines = [f"# Study `{name}`: per task family, paired against the base model and between arms", "",
              f"Regenerate: `{command}` (the report alone: `{command} --report-only`). Each arm trains on the "
              "families it names and is evaluated on every held-out task; a family an arm did not train on is its "
              "capability check. d = tuned − reference, mean over held-out tasks, 95 % paired bootstrap CI, "
              f"paired t-test p, q = Benjamini–Hochberg over every row of this report; **bold**: q < {alpha}.", "",
-             "| arm | trains on | description |", "|---|---|---|"]  # fmt: skip
-    lines += [f"| {a} | {trained_on.get(a, 'n/a')} | {arms[a].get('description', '')} |" for a in arms]
+             "| arm | trains on | machine | description |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {a} | {trained_on.get(a, 'n/a')} | {machines.get(a, 'n/a')} | {arms[a].get('description', '')} |"
+              for a in arms]  # fmt: skip
+    if len(set(machines.values())) > 1:
+        lines += ["", f"**Arms ran on different machines** ({', '.join(sorted(set(machines.values())))}): sampling "
+                  "is reproducible on one kind of machine only, so comparisons between these arms mix in the "
+                  "machines' difference; rerun them on one machine before reading a head-to-head row."]  # fmt: skip
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
     for fam in sorted(table["family"].unique(), key=family_order):
@@ -174,17 +182,18 @@ def write_diversity_report(name: str, arms_dir: Path, results: Path, arms: dict[
     """results/NAME.md, NAME.csv (every row with its CI, p and q) and NAME.png from the finished arms."""
     found = load_arms(arms_dir, list(arms))
     table = diversity_table(found, [tuple(pair) for pair in compare])
-    trained_on = {}
+    trained_on, machines = {}, {}
     for arm in found:
         record = json.loads((Path(arms_dir) / arm / ARM_FILE).read_text())
         domains = ((record.get("overrides") or {}).get("train") or {}).get("domains")
         trained_on[arm] = ", ".join(domains) if domains else "all training tasks"
+        machines[arm] = machine_label(record.get("machine"))
     results.mkdir(parents=True, exist_ok=True)
     table.to_csv(results / f"{name}.csv", index=False)
     if not table.empty:
         plot(table, results / f"{name}.png")
     path = results / f"{name}.md"
-    body = render_markdown(name, table, {a: arms[a] for a in arms}, trained_on, command)
+    body = render_markdown(name, table, {a: arms[a] for a in arms}, trained_on, command, machines)
     if not table.empty:
         body += f"\n![{name}]({name}.png)\n"
     path.write_text(body)

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+import torch
 
 from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
 from components.study.diversity_report import diversity_table, family, write_diversity_report
+from components.study.machine import ISA_FLAGS, machine_label, machine_record
 from tests.conftest import make_project
 
 
@@ -75,10 +77,34 @@ def test_arithmetic_reports_accuracy_and_pass_at_k(tmp_path):
     path = write_diversity_report("seed", arms_dir, tmp_path, arms, [("seed-grpo", "grpo-correctness")], "groupwise study --study seed")
     text = path.read_text()
     assert "## arithmetic" in text and "accuracy (share of samples right)" in text
-    assert "| seed-grpo | arith-* | SEED |" in text and "| grpo-correctness | n/a | not run yet |" in text
+    assert "| seed-grpo | arith-* | not recorded | SEED |" in text and "| grpo-correctness | n/a | n/a | not run yet |" in text
     assert "| seed-grpo vs base | accuracy (share of samples right) | 3 | 0.233 | 0.367 | +0.133" in text
     assert (tmp_path / "seed.png").stat().st_size > 1000
     assert len(pd.read_csv(tmp_path / "seed.csv")) == 2
+
+
+AMX = {"cpu": "Xeon", "isa": ["avx512f", "amx_bf16", "amx_tile"], "gpu": None}
+AVX512 = {"cpu": "Xeon", "isa": ["avx512f", "avx512_bf16"], "gpu": None}
+
+
+@pytest.mark.parametrize(("machines", "warned"), [((AMX, AMX), False), ((AMX, AVX512), True)])
+def test_the_report_names_each_arms_machine_and_warns_when_they_differ(tmp_path, machines, warned):
+    arms_dir = tmp_path / "study-gapo"
+    for arm, machine in zip(("grpo-validity", "gapo"), machines):
+        (arms_dir / arm).mkdir(parents=True)
+        _tasks({"base": [0.2, 0.4], "tuned": [0.5, 0.6]}).drop(columns="family").to_csv(arms_dir / arm / "per_group_diversity.csv", index=False)
+        (arms_dir / arm / "arm.json").write_text(json.dumps({"overrides": {}, "machine": machine}))
+    arms = {"grpo-validity": {"description": "GRPO"}, "gapo": {"description": "GAPO"}}
+    text = write_diversity_report("gapo", arms_dir, tmp_path, arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    assert "| grpo-validity | all training tasks | CPU, AMX | GRPO |" in text
+    assert ("**Arms ran on different machines** (CPU, AMX, CPU, AVX512)" in text) is warned
+
+
+def test_a_machine_record_names_the_kernel_isa_of_this_machine():
+    record = machine_record()
+    assert record["torch"] == torch.__version__ and set(record["isa"]) <= set(ISA_FLAGS)
+    assert machine_label(record) in {"CPU", "CPU, AVX512", "CPU, AMX"} or record["gpu"]
+    assert machine_label({"gpu": "NVIDIA H100 80GB HBM3"}) == "NVIDIA H100 80GB HBM3" and machine_label(None) == "not recorded"
 
 
 def test_studies_are_named_and_their_compare_pairs_are_arms(tmp_path):
