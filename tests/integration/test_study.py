@@ -11,6 +11,7 @@ import yaml
 from mlflow import MlflowClient
 
 from components.config import load_params
+from components.study.machine import machine_label, machine_record
 from flows import steps
 from flows.study import study
 from tests.conftest import ROOT, make_project, seed_tiny_model
@@ -140,7 +141,8 @@ def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(t
     assert set(table[table["family"] == "list"]["metric"]) == {"all_valid", "coverage", "validity", "js_to_uniform"}
     report = (results / "gapo.md").read_text()
     assert "## list selection" in report and "## arithmetic" in report and "| gapo vs grpo-validity |" in report
-    assert "| gapo | list-*, count-* | frequency-aware |" in report
+    assert f"| gapo | list-*, count-* | {machine_label(machine_record())} | frequency-aware |" in report  # the machine it ran on
+    assert "Arms ran on different machines" not in report  # both arms ran here
     assert not (results / "consistency.md").exists()  # the consistency study's report is not touched
     params = load_params(project / "params.yaml")
     client = MlflowClient(tracking_uri=params.tracking.uri)
