@@ -93,7 +93,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     """
     from components.data import load_groups
     from components.data.selection import select_groups
-    from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
+    from components.contracts.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE, CheckpointLayout
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names
@@ -101,8 +101,8 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.validation.precondition import ensure_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
-    checkpoint = params.paths.checkpoints / "latest"
-    state_dir = params.paths.checkpoints / "resume"
+    layout = CheckpointLayout(params.paths.checkpoints)
+    checkpoint, state_dir = layout.latest, layout.resume
     domains = params.train.domains
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
@@ -161,14 +161,14 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
     move the alias, else register nothing (`components.registry.registration`). Idempotent."""
+    from components.contracts.checkpoint import CheckpointLayout, recover_checkpoint
     from components.contracts.summary import SUMMARY_FILE, read_summary
-    from components.grpo.checkpoint import recover_checkpoint
     from components.registry.registration import gate_and_register
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():
         raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
-    checkpoint = params.paths.checkpoints / "latest"
+    checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         print(note)
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:

@@ -28,6 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from components.config import Params, RolloutConfig
+from components.contracts.checkpoint import CheckpointLayout
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 from components.generation.sampling import SamplingConfig
@@ -182,8 +183,8 @@ def _lr_scheduler(optimizer, params: Params):
 
 
 def snapshot_dir(checkpoint_dir: Path, step: int) -> Path:
-    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-<step>."""
-    return Path(checkpoint_dir).parent / "snapshots" / f"step-{step:05d}"
+    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-NNNNN."""
+    return CheckpointLayout.beside(checkpoint_dir).snapshot(step)
 
 
 def _final_state(params: Params, base_model_dir: Path, steps: int, samples: int, seconds: float, start_step: int,
@@ -228,7 +229,7 @@ def train(
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
     checkpoint_dir = Path(checkpoint_dir)
-    state_dir = Path(state_dir) if state_dir is not None else checkpoint_dir.parent / "resume"
+    state_dir = Path(state_dir) if state_dir is not None else CheckpointLayout.beside(checkpoint_dir).resume
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
