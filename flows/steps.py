@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from components.config import Params
+from components.contracts.version_tags import Provenance
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
 
@@ -44,7 +45,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             for split in ("train", "heldout")
         }
         runs.log_metrics(counts, prefix="groups.")
-        runs.set_tags({"data.sha256": files_sha256(list(written.values()))})
+        runs.set_tags(Provenance(data_sha256=files_sha256(list(written.values()))).to_tags())
         runs.log_artifacts(list(written.values()), "groups")
     summary = ", ".join(f"{k}={v}" for k, v in counts.items())
     return StepResult("build", run_id, {k: str(v) for k, v in written.items()}, counts, summary)

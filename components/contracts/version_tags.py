@@ -168,6 +168,11 @@ class VersionTags:
             other=rest,
         )
 
+    def gate_tags(self) -> dict[str, str]:
+        """The gate record alone, encoded: gate.passed, gate.<gate> and gate.champion_at_registration."""
+        record = VersionTags(gate_passed=self.gate_passed, gates=self.gates, champion_at_registration=self.champion_at_registration)
+        return record.to_tags()
+
     def failed_gates(self) -> list[str]:
         """Names of the gates recorded as failed, sorted."""
         return sorted(name for name, passed in self.gates.items() if not passed)
