@@ -22,6 +22,7 @@ from typing import Callable
 
 import components
 from components.config import Params
+from components.contracts.atomic import atomic_write_text
 from components.hashing import tree_files, tree_sha256
 
 PACKAGE = Path(components.__file__).resolve().parent
@@ -85,10 +86,8 @@ def _stamp(step: str, params: Params) -> Path:
 
 def record_outputs(step: str, params: Params) -> None:
     """Remember the input key and output fingerprint the step just left behind."""
-    path = _stamp(step, params)
-    path.parent.mkdir(parents=True, exist_ok=True)
     stamp = {"key": input_key(step, params), "outputs": outputs_fingerprint(step, params)}
-    path.write_text(json.dumps(stamp))
+    atomic_write_text(_stamp(step, params), json.dumps(stamp))
 
 
 def outputs_intact(step: str, params: Params) -> bool:

@@ -30,7 +30,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from components.config import Params, StudyConfig, load_params, with_overrides
-from components.contracts.atomic import atomic_dir
+from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
 from components.study.report import (
     ARM_FILE,
@@ -241,15 +241,13 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
     results.mkdir(parents=True, exist_ok=True)
     table.to_csv(results / "study.csv", index=False)
-    (results / "study_metrics.json").write_text(json.dumps(headline_metrics(table), indent=2, sort_keys=True) + "\n")
+    atomic_write_json(results / "study_metrics.json", headline_metrics(table))
     if not curve.empty:
         curve.to_csv(results / "consistency_learning_curve.csv", index=False)
         plot_learning_curve(curve, results / "consistency_learning_curve.png")
     notes_file = results / "study_notes.md"  # what a person adds: arms cut short, findings outside the table
     extra = [line[2:] for line in notes_file.read_text().splitlines() if line.startswith("- ")] if notes_file.is_file() else []
-    path = results / "consistency.md"
-    path.write_text(render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
-    return path
+    return atomic_write_text(results / "consistency.md", render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
 
 
 def report_files(study: Study) -> list[Path]:

@@ -4,7 +4,7 @@ The version is downloaded and checked against its SHA-256 manifest, its base mod
 SHA-256 of its weights (`components.tracking.base_model`), the LoRA deltas are merged into the base
 weights (W ← W + (α/r)·B·A, peft `merge_and_unload`), and the folder gets the tokenizer, the chat
 template and a model card (`README.md`) saying what the model is and why it was registered. The
-folder appears whole or not at all.
+folder appears whole or not at all (`contracts.atomic.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.contracts.summary import metric_path
 from components.contracts.version_tags import GATE_PREFIX, Provenance, VersionTags
@@ -117,28 +118,25 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
         raise ExportError(f"{out_dir}: exists and is not empty; export into a new folder")
     uri = f"models:/{model_name}/{resolve_version(model_name, version, alias).version}"
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        local, found = download_verified(uri, staging / "version")
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}-", dir=out_dir.parent, ignore_cleanup_errors=True) as staging:
+        local, found = download_verified(uri, Path(staging) / "version")
         artifacts, config = _pyfunc_parts(local)
         expected = expected_weights_sha256(artifacts["provenance"])
         base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"))
         dtype = dtype or config.get("dtype", "float32")
-        merged = staging / "merged"
-        merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
-        for name in TOKENIZER_FILES:
-            if (base_dir / name).is_file():
-                shutil.copy2(base_dir / name, merged / name)
         provenance = json.loads(artifacts["provenance"].read_text())
-        (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
-        (merged / EXPORT_FILE).write_text(json.dumps(
-            {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
-             "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
-        if out_dir.exists():
-            out_dir.rmdir()  # empty (checked above)
-        merged.rename(out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+        def write(merged: Path) -> None:
+            merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
+            for name in TOKENIZER_FILES:
+                if (base_dir / name).is_file():
+                    shutil.copy2(base_dir / name, merged / name)
+            (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
+            (merged / EXPORT_FILE).write_text(json.dumps(
+                {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
+                 "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
+
+        atomic_dir(out_dir, write)  # out_dir is absent or empty (checked above)
     return ExportedModel(out_dir, model_name, str(found.version), expected)
 
 
