@@ -67,7 +67,7 @@ from pathlib import Path
 
 from components.config import GateConfig
 from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, finite_numbers, leaves
-from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Provenance, VersionTags
+from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, Provenance, VersionTags
 
 _SLACK = 1e-12
 _MISSING = object()
@@ -154,14 +154,6 @@ class GateDecision:
     def run_tags(self) -> dict[str, str]:
         """gate.<name> = pass | fail, and gate.passed, for the register run (the version tags' encoder)."""
         return VersionTags(gate_passed=self.passed, gates=self.verdicts()).to_tags()
-
-
-@dataclass(frozen=True)
-class Champion:
-    """The version that holds the champion alias, with the metrics recorded when it was registered."""
-
-    version: str
-    metrics: dict
 
 
 Metrics = EvaluationSummary | Mapping
