@@ -41,7 +41,6 @@ from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
-from components.plugins import check_registered_names
 from components.rewards import compute_rewards
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -223,8 +222,9 @@ def train(
 
     `state_dir` (default: `<checkpoint_dir>/../resume`) holds the newest resumable state;
     `resume=True` continues from it (and refuses a state written for another configuration).
+    The caller has loaded `reward.plugins` and checked the names params give
+    (`components.plugins.check_registered_names`, as `flows.steps.train` does on every rank).
     """
-    check_registered_names(params)
     check_answer_clustering(groups, params.train.advantage)
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
