@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from components.config import Params
+from components.contracts.version_tags import Provenance
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
 
@@ -44,7 +45,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             for split in ("train", "heldout")
         }
         runs.log_metrics(counts, prefix="groups.")
-        runs.set_tags({"data.sha256": files_sha256(list(written.values()))})
+        runs.set_tags(Provenance(data_sha256=files_sha256(list(written.values()))).to_tags())
         runs.log_artifacts(list(written.values()), "groups")
     summary = ", ".join(f"{k}={v}" for k, v in counts.items())
     return StepResult("build", run_id, {k: str(v) for k, v in written.items()}, counts, summary)
@@ -93,7 +94,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     """
     from components.data import load_groups
     from components.data.selection import select_groups
-    from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
+    from components.contracts.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE, CheckpointLayout
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names
@@ -101,8 +102,8 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.validation.precondition import ensure_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
-    checkpoint = params.paths.checkpoints / "latest"
-    state_dir = params.paths.checkpoints / "resume"
+    layout = CheckpointLayout(params.paths.checkpoints)
+    checkpoint, state_dir = layout.latest, layout.resume
     domains = params.train.domains
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
@@ -161,14 +162,14 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
     move the alias, else register nothing (`components.registry.registration`). Idempotent."""
+    from components.contracts.checkpoint import CheckpointLayout, recover_checkpoint
     from components.contracts.summary import SUMMARY_FILE, read_summary
-    from components.grpo.checkpoint import recover_checkpoint
     from components.registry.registration import gate_and_register
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():
         raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
-    checkpoint = params.paths.checkpoints / "latest"
+    checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         print(note)
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:

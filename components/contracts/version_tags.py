@@ -18,13 +18,18 @@ the schema, key by key:
 
 Any other tag (MLflow's own, the artifact manifest's) is kept verbatim in `other`, so
 `from_tags(tags).to_tags() == tags` for every tag set this schema wrote.
+
+What the champion gates compare with, `Champion` (a version and the metrics recorded with it), and
+the shape of a promotion check (`PromotionCheck`: the registry's policy, run by the tracking
+package's `promote` under its lock) are defined here too, so the policy and the MLflow side of
+promotion meet on this floor rather than importing each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 GATE_PREFIX = "gate."
 METRIC_PREFIX = "metric."
@@ -168,6 +173,11 @@ class VersionTags:
             other=rest,
         )
 
+    def gate_tags(self) -> dict[str, str]:
+        """The gate record alone, encoded: gate.passed, gate.<gate> and gate.champion_at_registration."""
+        record = VersionTags(gate_passed=self.gate_passed, gates=self.gates, champion_at_registration=self.champion_at_registration)
+        return record.to_tags()
+
     def failed_gates(self) -> list[str]:
         """Names of the gates recorded as failed, sorted."""
         return sorted(name for name, passed in self.gates.items() if not passed)
@@ -185,3 +195,28 @@ class VersionTags:
             else:
                 node[leaf] = value
         return tree
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The version that holds the champion alias, with the metrics recorded when it was registered."""
+
+    version: str
+    metrics: dict  # nested like metrics.json (`VersionTags.metrics_tree`)
+
+    @classmethod
+    def of(cls, version: object, tags: Mapping[str, str]) -> "Champion":
+        """The champion from a registered version's number and tags."""
+        return cls(str(version), VersionTags.from_tags(tags).metrics_tree())
+
+
+class Verdict(Protocol):
+    """A check's outcome (`components.registry.gate.GateDecision`)."""
+
+    passed: bool
+
+    def reasons(self) -> list[str]: ...
+
+
+# (the version's tags, the reigning champion or None) -> verdict: may the version become champion?
+PromotionCheck = Callable[[VersionTags, Champion | None], Verdict]

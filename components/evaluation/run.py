@@ -22,6 +22,15 @@ import numpy as np
 import pandas as pd
 
 from components.config import Params
+from components.contracts.checkpoint import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    STATE_FILE,
+    CheckpointLayout,
+    read_state,
+    recover_checkpoint,
+)
 from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import get_normalizer
@@ -44,7 +53,6 @@ from components.generation.engines import (
     open_engine,
 )
 from components.generation.sampling import SamplingConfig
-from components.grpo.checkpoint import ADAPTER_DIR, STATE_FILE, read_state
 from components.models.provision import read_provenance
 from components.registry.gate import evaluate_gates
 
@@ -122,7 +130,7 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     if not checkpoint_dir.is_dir():
         raise EvaluationInputError(f"{checkpoint_dir}: missing checkpoint (no such folder); run `groupwise train` first")
     adapter = checkpoint_dir / ADAPTER_DIR
-    for name in ("adapter_model.safetensors", "adapter_config.json"):
+    for name in (ADAPTER_WEIGHTS, ADAPTER_CONFIG):
         if not (adapter / name).is_file():
             raise EvaluationInputError(f"{checkpoint_dir}: incomplete checkpoint (no {ADAPTER_DIR}/{name})")
     try:
@@ -299,11 +307,10 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     """Before anything is loaded: put back a checkpoint a killed save left aside, check the groups
     are validated and the adapter loads (each message to `say`), and return the hashes of what will
     be read (what metrics.json vouches for is what was read)."""
-    from components.grpo.checkpoint import recover_checkpoint
     from components.registry.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
 
-    checkpoint = params.paths.checkpoints / "latest"
+    checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         say(note)
     say(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
@@ -356,7 +363,7 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     from components.data import load_groups
 
     cfg, out = params.eval, params.paths.reports
-    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest")
+    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest)
     summary = evaluation_summary(frames, params, evaluated)
     settings = {"alpha": cfg.significance_level, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
     comparisons = compare_all(

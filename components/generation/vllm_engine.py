@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.config import EvalConfig, VllmConfig
+from components.contracts.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_files
 from components.generation.interface import (
     EngineStartError,
     EngineUnavailableError,
@@ -97,9 +98,9 @@ def device_kwargs(cfg: VllmConfig, cuda: bool | None = None) -> dict[str, float]
 
 def adapter_rank(adapter: Path) -> int:
     """LoRA rank r from a peft adapter folder; ValueError naming the file when it is not one."""
-    config_path = Path(adapter) / "adapter_config.json"
-    if not config_path.is_file() or not (Path(adapter) / "adapter_model.safetensors").is_file():
-        raise FileNotFoundError(f"{adapter}: not a LoRA adapter folder (needs adapter_config.json and adapter_model.safetensors)")
+    config_path, weights_path = adapter_files(adapter)
+    if not config_path.is_file() or not weights_path.is_file():
+        raise FileNotFoundError(f"{adapter}: not a LoRA adapter folder (needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})")
     try:
         config = json.loads(config_path.read_text())
         if config.get("peft_type") != "LORA":

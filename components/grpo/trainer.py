@@ -28,6 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from components.config import Params, RolloutConfig
+from components.contracts.checkpoint import CheckpointLayout
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 from components.generation.sampling import SamplingConfig
@@ -40,7 +41,6 @@ from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
-from components.plugins import check_registered_names
 from components.rewards import compute_rewards
 
 StepCallback = Callable[[int, dict[str, float]], None]
@@ -182,8 +182,8 @@ def _lr_scheduler(optimizer, params: Params):
 
 
 def snapshot_dir(checkpoint_dir: Path, step: int) -> Path:
-    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-<step>."""
-    return Path(checkpoint_dir).parent / "snapshots" / f"step-{step:05d}"
+    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-NNNNN."""
+    return CheckpointLayout.beside(checkpoint_dir).snapshot(step)
 
 
 def _final_state(params: Params, base_model_dir: Path, steps: int, samples: int, seconds: float, start_step: int,
@@ -222,13 +222,14 @@ def train(
 
     `state_dir` (default: `<checkpoint_dir>/../resume`) holds the newest resumable state;
     `resume=True` continues from it (and refuses a state written for another configuration).
+    The caller has loaded `reward.plugins` and checked the names params give
+    (`components.plugins.check_registered_names`, as `flows.steps.train` does on every rank).
     """
-    check_registered_names(params)
     check_answer_clustering(groups, params.train.advantage)
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
     checkpoint_dir = Path(checkpoint_dir)
-    state_dir = Path(state_dir) if state_dir is not None else checkpoint_dir.parent / "resume"
+    state_dir = Path(state_dir) if state_dir is not None else CheckpointLayout.beside(checkpoint_dir).resume
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from components.config import Params
+from components.contracts.checkpoint import adapter_files
 from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.contracts.version_tags import Provenance
@@ -48,7 +49,7 @@ def check_adapter_loads(adapter: Path) -> None:
     """
     from safetensors import SafetensorError, safe_open
 
-    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    config, weights = adapter_files(adapter)
     for path in (config, weights):
         if not path.is_file():
             raise BindingError(f"{path}: missing checkpoint (no trained adapter here; run `groupwise train`)")

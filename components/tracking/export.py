@@ -4,7 +4,7 @@ The version is downloaded and checked against its SHA-256 manifest, its base mod
 SHA-256 of its weights (`components.tracking.base_model`), the LoRA deltas are merged into the base
 weights (W ← W + (α/r)·B·A, peft `merge_and_unload`), and the folder gets the tokenizer, the chat
 template and a model card (`README.md`) saying what the model is and why it was registered. The
-folder appears whole or not at all.
+folder appears whole or not at all (`contracts.atomic.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
+from components.contracts.summary import metric_path
+from components.contracts.version_tags import GATE_PREFIX, Provenance, VersionTags
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
@@ -45,28 +48,35 @@ def _pyfunc_parts(local: Path) -> tuple[dict[str, Path], dict]:
     return artifacts, dict(flavor.get("config") or flavor.get("model_config") or {})
 
 
+def _paths(section: str, *fields: str) -> tuple[str, ...]:
+    return tuple(metric_path(section, field) for field in fields)
+
+
+# the card's headline rows: metrics.json paths (fields of the summary contract, checked on import), "a → b"
+CARD_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gender gap, base → tuned", _paths("consistency", "base_mean_gap", "tuned_mean_gap")),
+    ("relative gap reduction", _paths("consistency", "relative_gap_reduction")),
+    ("q (BH)", _paths("consistency", "q_value")),
+    ("helpfulness, base → tuned", _paths("consistency", "base_helpfulness", "tuned_helpfulness")),
+    ("truncated share, tuned", _paths("consistency", "tuned_truncated_share")),
+    ("validity (diversity tasks), base → tuned", _paths("diversity", "base_validity", "tuned_validity")),
+)
+
+
 def _table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(["| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
 
 
 def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str) -> str:
-    """The model card: base model and its SHA-256, data, params, gates, headline metrics, run link."""
-    tags = dict(version.tags)
-    gates = sorted((k.removeprefix("gate."), v) for k, v in tags.items() if k.startswith("gate.") and k.count(".") == 1)
-    def metric(key: str) -> str:
-        try:
-            return f"{float(tags[f'metric.{key}']):.3g}"
-        except (KeyError, ValueError):
-            return "n/a"
+    """The model card: base model and its SHA-256, data, params, gates, headline metrics, run link.
+    The version's tags are read through their one decoder (`VersionTags.from_tags`)."""
+    record = VersionTags.from_tags(version.tags)
+    gates = sorted((k.removeprefix(GATE_PREFIX), v) for k, v in record.gate_tags().items())
 
-    headline = [
-        ("gender gap, base → tuned", f"{metric('consistency.base_mean_gap')} → {metric('consistency.tuned_mean_gap')}"),
-        ("relative gap reduction", metric("consistency.relative_gap_reduction")),
-        ("q (BH)", metric("consistency.q_value")),
-        ("helpfulness, base → tuned", f"{metric('consistency.base_helpfulness')} → {metric('consistency.tuned_helpfulness')}"),
-        ("truncated share, tuned", metric("consistency.tuned_truncated_share")),
-        ("validity (diversity tasks), base → tuned", f"{metric('diversity.base_validity')} → {metric('diversity.tuned_validity')}"),
-    ]
+    def metric(path: str) -> str:
+        return f"{record.metrics[path]:.3g}" if path in record.metrics else "n/a"
+
+    headline = [(row, " → ".join(metric(path) for path in paths)) for row, paths in CARD_METRICS]
     base = [
         ("source", provenance.get("source", "?")),
         ("origin", provenance.get("origin") or provenance.get("gguf_file") or "?"),
@@ -74,8 +84,10 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("parameters", f"{provenance.get('n_parameters', 0) / 1e6:.1f} M"),
         ("weights SHA-256", f"`{provenance.get('weights_sha256')}`"),
     ]
-    data = [("groups files SHA-256", f"`{tags.get('data.sha256', '?')}`"), ("DVC md5", f"`{tags.get('data.dvc_md5', '?')}`"),
-            ("params hash", f"`{tags.get('params.hash', '?')}`"), ("git commit", f"`{tags.get('git.commit', '?')}`")]  # fmt: skip
+    built_from = record.provenance or Provenance()
+    data = [(row, f"`{'?' if value is None else value}`") for row, value in (
+        ("groups files SHA-256", built_from.data_sha256), ("DVC md5", built_from.data_dvc_md5),
+        ("params hash", built_from.params_hash), ("git commit", built_from.git_commit))]  # fmt: skip
     return "\n\n".join(
         [
             f"# {name} version {version.version} (merged)",
@@ -85,7 +97,7 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
             "## Base model\n\n" + _table(base),
             "## Training data and params\n\n" + _table(data),
             "## Why it was registered\n\n"
-            + _table([(g, v) for g, v in gates] or [("gates", "none recorded")]),
+            + _table(gates or [("gates", "none recorded")]),
             "## Headline metrics (held-out groups)\n\n" + _table(headline),
             "## Tracking\n\n"
             + _table([("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
@@ -106,28 +118,25 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
         raise ExportError(f"{out_dir}: exists and is not empty; export into a new folder")
     uri = f"models:/{model_name}/{resolve_version(model_name, version, alias).version}"
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        local, found = download_verified(uri, staging / "version")
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}-", dir=out_dir.parent, ignore_cleanup_errors=True) as staging:
+        local, found = download_verified(uri, Path(staging) / "version")
         artifacts, config = _pyfunc_parts(local)
         expected = expected_weights_sha256(artifacts["provenance"])
         base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"))
         dtype = dtype or config.get("dtype", "float32")
-        merged = staging / "merged"
-        merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
-        for name in TOKENIZER_FILES:
-            if (base_dir / name).is_file():
-                shutil.copy2(base_dir / name, merged / name)
         provenance = json.loads(artifacts["provenance"].read_text())
-        (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
-        (merged / EXPORT_FILE).write_text(json.dumps(
-            {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
-             "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
-        if out_dir.exists():
-            out_dir.rmdir()  # empty (checked above)
-        merged.rename(out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+        def write(merged: Path) -> None:
+            merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
+            for name in TOKENIZER_FILES:
+                if (base_dir / name).is_file():
+                    shutil.copy2(base_dir / name, merged / name)
+            (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
+            (merged / EXPORT_FILE).write_text(json.dumps(
+                {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
+                 "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
+
+        atomic_dir(out_dir, write)  # out_dir is absent or empty (checked above)
     return ExportedModel(out_dir, model_name, str(found.version), expected)
 
 

@@ -40,13 +40,14 @@ from components.contracts.errors import UserError
 from components.contracts.version_tags import (
     FINGERPRINT_TAG,
     NO_CHAMPION,
+    Champion,
+    PromotionCheck,
     PromotionRecord,
     RollbackRecord,
+    Verdict,
     VersionTags,
 )
 from components.models.provision import PROVENANCE_FILE
-from components.registry.gate import Champion, GateDecision
-from components.registry.promotion import promotion_check
 from components.tracking.manifest import manifest_of, manifest_tags, verify
 
 ENTRY_POINT = Path(__file__).with_name("pyfunc_entry.py")
@@ -93,7 +94,7 @@ class PromotionResult:
     version: str
     previous: str | None
     forced: bool
-    check: GateDecision | None = None
+    check: Verdict | None = None
     history: list[str] = field(default_factory=list)
 
 
@@ -150,7 +151,7 @@ def champion(model_name: str, champion_alias: str = "champion") -> Champion | No
     version = _version_by_alias(_client(), model_name, champion_alias)
     if version is None:
         return None
-    return Champion(str(version.version), VersionTags.from_tags(version.tags).metrics_tree())
+    return Champion.of(version.version, version.tags)
 
 
 def find_version(model_name: str, fingerprint: str):
@@ -259,7 +260,7 @@ def _history(client, name: str) -> list[str]:
 def promote(
     model_name: str,
     version: str,
-    gate,
+    promotion_check: PromotionCheck,
     reason: str = "",
     force: bool = False,
     champion_alias: str = "champion",
@@ -268,9 +269,11 @@ def promote(
 ) -> PromotionResult:
     """Move `champion_alias` to `version`; the old champion gets `previous_alias`.
 
-    Refuses a version whose registration gates did not pass (tag `gate.passed`) or that is worse than
-    the current champion by more than the gate's margins, unless `force` with a `reason`. Who, when,
-    why and the previous champion are recorded as tags of the promoted version."""
+    `promotion_check(tags, reigning champion)` is the registry's policy
+    (`components.registry.promotion.promotion_check` with the gate thresholds): it refuses a version
+    whose registration gates did not pass (tag `gate.passed`) or that is worse than the current
+    champion by more than the gate's margins; a refusal stands unless `force` with a `reason`. Who,
+    when, why and the previous champion are recorded as tags of the promoted version."""
     from mlflow.exceptions import MlflowException
 
     if force and not reason.strip():
@@ -286,8 +289,8 @@ def promote(
         previous = str(current.version) if current is not None else None
         if previous == version:
             raise PromotionError(f"{model_name} version {version} is already @{champion_alias}")
-        reigning = Champion(previous, VersionTags.from_tags(current.tags).metrics_tree()) if current is not None else None
-        check = promotion_check(VersionTags.from_tags(target.tags), reigning, gate)
+        reigning = Champion.of(previous, current.tags) if current is not None else None
+        check = promotion_check(VersionTags.from_tags(target.tags), reigning)
         if not check.passed and not force:
             raise PromotionError(
                 f"{model_name} version {version} refused: " + "; ".join(check.reasons())

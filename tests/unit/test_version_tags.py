@@ -82,3 +82,48 @@ def test_promotion_reads_decoded_and_raw_tags_alike():
     assert promotion_check(passed, None, GATE) == promotion_check(passed.to_tags(), None, GATE)
     refused = promotion_check(VersionTags(gate_passed=False, gates={"significance": False}), None, GATE)
     assert refused.reasons() == ["registration_gates: failed (failed: significance)"]
+
+
+def _card(tags: dict[str, str]) -> str:
+    from types import SimpleNamespace
+
+    from components.tracking.export import model_card
+
+    version = SimpleNamespace(tags=tags, version="3", run_id="r1")
+    return model_card("groupwise-test", version, {"source": "tiny", "weights_sha256": "ww"}, "sqlite:///x.db", "float32")
+
+
+def test_the_model_card_reads_the_tags_through_the_codec():
+    card = _card(FULL.to_tags())
+    for row in ("| passed | true |", "| no_nan | pass |", "| significance | fail |", "| champion_at_registration | 3 |"):
+        assert row in card
+    assert "| groups files SHA-256 | `aa` |" in card and "| DVC md5 | `bb.dir` |" in card
+    assert "| params hash | `cc` |" in card and "| git commit | `dd` |" in card
+    assert "| gender gap, base → tuned | n/a → 0.3 |" in card and "| q (BH) | n/a |" in card
+    empty = _card({})
+    assert "| gates | none recorded |" in empty and "| groups files SHA-256 | `?` |" in empty
+
+
+def test_the_model_card_shows_every_headline_metric_registration_records():
+    """The card's metrics are paths of the summary contract (a renamed field fails on import) that
+    registration writes as tags: a registered version's card has no 'n/a' in its headline."""
+    from components.tracking.export import CARD_METRICS
+
+    summary = read_summary(ROOT / "results/study/grpo/metrics.json")
+    record = registration_tags(evaluate_gates(summary, GATE), None, summary, Provenance("aa", "bb", "cc", "dd"))
+    paths = [path for _, row_paths in CARD_METRICS for path in row_paths]
+    assert set(paths) <= set(record.metrics), set(paths) - set(record.metrics)
+    card = _card(record.to_tags())
+    gap = summary.consistency
+    assert f"| gender gap, base → tuned | {gap.base_mean_gap:.3g} → {gap.tuned_mean_gap:.3g} |" in card
+    assert f"| q (BH) | {gap.q_value:.3g} |" in card
+
+
+def test_register_run_tags_are_the_version_tags_gate_record():
+    summary = read_summary(ROOT / "results/study/grpo/metrics.json")
+    decision = evaluate_gates(summary, GATE)
+    tags = decision.run_tags()
+    assert registration_tags(decision, None, summary, Provenance()).gate_tags() == {**tags, "gate.champion_at_registration": "none"}
+    assert tags["gate.passed"] == str(decision.passed).lower()
+    assert {k: v for k, v in tags.items() if k != "gate.passed"} == {f"gate.{r.name}": "pass" if r.passed else "fail" for r in decision.results}
+    assert VersionTags.from_tags(tags).gates == decision.verdicts()
