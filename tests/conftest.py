@@ -151,21 +151,3 @@ def pytest_report_header(config):
     required = " (required: GROUPWISE_REQUIRE_POSTGRES=1)" if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1" else ""
     return f"groupwise: MLflow server tests on {kind}{required}"
 
-
-def save_random_neox(tokenizer_dir: Path, out: Path, heads: int, max_positions: int) -> Path:
-    """A random 2-layer GPT-NeoX causal LM (hidden 64, `heads` heads: head_dim 64 / heads) saved as a
-    Hugging Face folder with the tokenizer (and chat template) of `tokenizer_dir`: a second
-    architecture for the own-model tests. Seeded: the same folder every time."""
-    import torch
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=heads,
-        intermediate_size=128, max_position_embeddings=max_positions, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    GPTNeoXForCausalLM(config).save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out
