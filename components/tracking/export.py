@@ -122,7 +122,8 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
         local, found = download_verified(uri, Path(staging) / "version")
         artifacts, config = _pyfunc_parts(local)
         expected = expected_weights_sha256(artifacts["provenance"])
-        base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"))
+        base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"),
+                                     provenance_file=artifacts["provenance"])  # fmt: skip
         dtype = dtype or config.get("dtype", "float32")
         provenance = json.loads(artifacts["provenance"].read_text())
 
