@@ -33,6 +33,7 @@ from components.evaluation.records import (
     SummarySettings,
     consistency_record,
     diversity_record,
+    headline_axis,
     summarize,
 )
 from components.evaluation.report import ReportFiles, write_report
@@ -95,16 +96,22 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
             f"empty evaluation set: no held-out consistency groups among {len(groups)} groups "
             f"({len(heldout)} held out)"
         )
-    check_eval_set(consistency + diversity)
+    check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
 
 
-def check_eval_set(groups: list[PromptGroup]) -> None:
-    """Every selected group can be scored: variants to compare, a valid set and a known normaliser."""
+def check_eval_set(groups: list[PromptGroup], gap_axis: str | None = None) -> None:
+    """Every selected group can be scored: variants to compare (on `gap_axis`, eval.gap_axis, when
+    set), a valid set and a known normaliser."""
     for group in groups:
         where = f"evaluation set, group {group.group_id!r}"
         if group.task == "consistency" and len(group.members) < 2:
             raise EvaluationInputError(f"{where}: a consistency group needs at least 2 variants, has {len(group.members)}")
+        if group.task == "consistency" and gap_axis is not None:
+            try:
+                headline_axis(group, gap_axis)
+            except ValueError as exc:
+                raise EvaluationInputError(f"evaluation set: {exc}") from exc
         if group.task == "diversity":
             if not group.valid_answers:
                 raise EvaluationInputError(f"{where}: diversity task without valid_answers")
