@@ -11,10 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.config import Params
+from components.config import Params, ParamsError
+from components.contracts.errors import UserError
 from components.contracts.version_tags import Provenance
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
+
+
+class MissingInputError(UserError, FileNotFoundError):
+    """A step's input file is missing (the message names it and the command that writes it)."""
 
 
 @dataclass
@@ -110,7 +115,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
         print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
     groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, domains)
     if not groups:
-        raise ValueError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
+        raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
         result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
@@ -168,7 +173,7 @@ def register(params: Params, parent_run_id: str | None = None) -> StepResult:
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():
-        raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
+        raise MissingInputError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
     checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         print(note)

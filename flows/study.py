@@ -29,7 +29,7 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from components.config import Params, StudyConfig, load_params, with_overrides
+from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
 from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
 from components.study.report import (
@@ -71,7 +71,7 @@ class Study:
             return cls(name, params.study, params.root / RESULTS)
         if name not in params.studies:
             known = [CONSISTENCY, *sorted(params.studies)]
-            raise ValueError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
+            raise ParamsError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
         return cls(name, params.studies[name], params.root / RESULTS)
 
     @property
@@ -275,7 +275,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     chosen = arms or list(config.arms)
     unknown = [a for a in chosen if a not in config.arms]
     if unknown:
-        raise ValueError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
+        raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         for step in (steps.build, steps.prepare_model, steps.validate):

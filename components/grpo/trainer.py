@@ -27,8 +27,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from components.config import Params, RolloutConfig
+from components.config import Params, ParamsError, RolloutConfig
 from components.contracts.checkpoint import CheckpointLayout
+from components.contracts.errors import UserError
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 from components.generation.sampling import SamplingConfig
@@ -46,7 +47,15 @@ from components.rewards import compute_rewards
 StepCallback = Callable[[int, dict[str, float]], None]
 RolloutCallback = Callable[[int, list[dict]], None]
 
-__all__ = ["TrainResult", "TrainingError", "train", "group_schedule", "seed_everything"]
+__all__ = ["TrainResult", "TrainingError", "ResumeError", "NoResumeStateError", "train", "group_schedule", "seed_everything"]
+
+
+class ResumeError(UserError, ValueError):
+    """`--resume` cannot continue: the saved state was made for another model, params or groups."""
+
+
+class NoResumeStateError(ResumeError, FileNotFoundError):
+    """`--resume` found no saved training state."""
 
 
 @dataclass
@@ -74,7 +83,7 @@ def group_schedule(
 ) -> list[list[PromptGroup]]:
     """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step)."""
     if not groups:
-        raise ValueError("no training groups: check params.train.tasks and the train split")
+        raise ParamsError("no training groups: check params.train.tasks and the train split")
     rng = random.Random(seed)
     order: list[PromptGroup] = []
     while len(order) < per_step * steps:
@@ -251,10 +260,13 @@ def train(
     if resume:
         latest = latest_train_state(state_dir)
         if latest is None:
-            raise FileNotFoundError(f"{state_dir}: no resumable training state to resume from")
-        progress = load_train_state(latest, model, optimizer, scheduler)
+            raise NoResumeStateError(f"{state_dir}: no resumable training state to resume from")
+        try:
+            progress = load_train_state(latest, model, optimizer, scheduler)
+        except ValueError as exc:  # weights or optimizer of another model or LoRA shape
+            raise ResumeError(f"{latest}: does not fit this model and configuration ({exc}); train without --resume") from exc
         if progress.get("fingerprint") != fingerprint:
-            raise ValueError(
+            raise ResumeError(
                 f"{latest}: written for another configuration (fingerprint {progress.get('fingerprint')} != "
                 f"{fingerprint}); train without --resume, or restore the params and groups it was made with"
             )

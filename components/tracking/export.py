@@ -142,18 +142,18 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
 
 
 def resolve_version(model_name: str, version: str | None = None, alias: str | None = None):
-    """The registered `ModelVersion` a --version or --alias names (ValueError when there is none)."""
+    """The registered `ModelVersion` a --version or --alias names (ExportError when there is none)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     if (version is None) == (alias is None):
-        raise ValueError("give exactly one of --version or --alias")
+        raise ExportError("give exactly one of --version or --alias")
     try:
         client = MlflowClient()
         return client.get_model_version_by_alias(model_name, alias) if alias else client.get_model_version(model_name, version)
     except MlflowException as exc:
         what = f"alias @{alias}" if alias else f"version {version}"
-        raise ValueError(f"{model_name}: no {what} in the model registry ({exc.error_code})") from None
+        raise ExportError(f"{model_name}: no {what} in the model registry ({exc.error_code})") from None
 
 
 def export_for_serving(model_name: str, exports_dir: Path, tracking_uri: str, version: str | None = None,

@@ -31,6 +31,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,6 +61,10 @@ HISTORY_LIMIT = 50
 
 class PromotionError(UserError, ValueError):
     """A promotion or rollback that cannot be done as asked (the message says why)."""
+
+
+class RegistryLockError(UserError, TimeoutError):
+    """Another process held the registry lock of a model longer than registry.lock_timeout_seconds."""
 
 
 @dataclass(frozen=True)
@@ -125,14 +130,23 @@ def lock_path(tracking_uri: str, model_name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"groupwise-registry-{key}.lock"
 
 
+@contextmanager
 def registry_lock(model_name: str, timeout: float):
-    """Inter-process lock serialising alias updates of `model_name` on the current tracking URI."""
+    """Inter-process lock serialising alias updates of `model_name` on the current tracking URI;
+    `RegistryLockError` when another process holds it longer than `timeout` seconds."""
     import mlflow
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     path = lock_path(mlflow.get_registry_uri(), model_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(path), timeout=timeout)
+    try:
+        lock = FileLock(str(path), timeout=timeout).acquire()
+    except Timeout as exc:  # kept as the cause: a flow retries it (`runs.is_transient`)
+        raise RegistryLockError(
+            f"{exc} (another process is updating {model_name} in the registry; registry.lock_timeout_seconds = {timeout:g})"
+        ) from exc
+    with lock:
+        yield
 
 
 def _version_by_alias(client, name: str, alias: str):

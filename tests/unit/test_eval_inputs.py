@@ -82,6 +82,12 @@ def test_invalid_groups_in_the_evaluation_set_are_named():
         select_heldout([group("g0"), bad_normalizer], params)
 
 
+def test_an_eval_gap_axis_a_group_lacks_is_named_before_sampling():
+    params = Params(eval=EvalConfig(gap_axis="age"))
+    with pytest.raises(EvaluationInputError, match=r"group 'g0': eval.gap_axis 'age' is not one of its variant_axes \['gender'\]"):
+        select_heldout([group("g0", variant_axes={"gender": ["woman", "man"]})], params)
+
+
 # --- checkpoint -----------------------------------------------------------------------------------
 
 
