@@ -67,3 +67,20 @@ def test_a_truncated_base_model_stops_the_step_in_one_line(project, command):
     # train fails inside its run (marked FAILED); evaluate checks its inputs before opening one
     assert statuses.get(command) == ("FAILED" if command == "train" else None), statuses
 
+
+def test_a_truncated_adapter_is_not_evaluated(project):
+    params = load_params(project / "params.yaml")
+    adapter = params.paths.checkpoints / "latest" / "adapter" / "adapter_model.safetensors"
+    adapter.write_bytes(adapter.read_bytes()[:20_000])
+
+    result = CliRunner().invoke(app, ["evaluate", "--params", str(project / "params.yaml")])
+    message = failure_line(result, "evaluate")
+    assert message.startswith(f"{adapter}: the adapter does not load ("), message
+    assert not (params.paths.reports / "metrics.json").exists()
+    statuses = run_statuses(params)
+    assert "RUNNING" not in statuses.values() and "evaluate" not in statuses, statuses
+    # nothing for register to take
+    result = CliRunner().invoke(app, ["register", "--params", str(project / "params.yaml")])
+    assert failure_line(result, "register") == (
+        f"{params.paths.reports / 'metrics.json'}: no evaluation metrics; run `groupwise evaluate` first"
+    )
