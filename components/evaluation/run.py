@@ -54,7 +54,7 @@ from components.generation.engines import (
     open_engine,
 )
 from components.generation.sampling import SamplingConfig
-from components.models.provision import read_provenance
+from components.models.provision import read_provenance, verified_base_model, weights_mismatch
 from components.registry.gate import evaluate_gates
 
 
@@ -140,6 +140,8 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     base = read_provenance(base_model_dir)
     if base is None:
         raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model; run `groupwise prepare-model` first")
+    if reason := weights_mismatch(base_model_dir, base):  # the file itself, not only what its folder records
+        raise EvaluationInputError(f"{reason}; run `groupwise prepare-model` to rebuild it")
     if state.get("base_model_sha256") != base.weights_sha256:
         raise EvaluationInputError(
             f"{checkpoint_dir}: adapter was trained on another base model "
@@ -305,8 +307,9 @@ def evaluation_summary(frames: EvaluationFrames, params: Params, evaluated: Eval
 
 def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> EvaluatedFiles:
     """Before anything is loaded: put back a checkpoint a killed save left aside, check the groups
-    are validated and the adapter loads (each message to `say`), and return the hashes of what will
-    be read (what metrics.json vouches for is what was read)."""
+    are validated (each message to `say`), the base weights have their recorded SHA-256 and the
+    adapter loads, and return the hashes of what will be read (what metrics.json vouches for is
+    what was read)."""
     from components.registry.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
 
@@ -314,6 +317,7 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     if note := recover_checkpoint(checkpoint):
         say(note)
     say(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
+    verified_base_model(params.paths.base_model)
     adapter = checkpoint / ADAPTER_DIR if params.eval.candidate.source == "adapter" else None
     if adapter is not None:
         check_adapter_loads(adapter)

@@ -26,7 +26,8 @@ from components.contracts.checkpoint import adapter_files
 from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.contracts.version_tags import Provenance
-from components.hashing import file_sha256, files_sha256
+from components.hashing import files_sha256
+from components.models.provision import weights_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
 EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
@@ -75,7 +76,7 @@ class EvaluationBinding:
     def of(cls, params: Params, adapter: Path | None) -> "EvaluationBinding":
         return cls(
             adapter_sha256=None if adapter is None else files_sha256([p for p in adapter.iterdir() if p.is_file()]),
-            base_weights_sha256=file_sha256(params.paths.base_model / "model.safetensors"),
+            base_weights_sha256=weights_sha256(params.paths.base_model),  # hashed once per process
             params_sha256=evaluation_params_sha256(params),
         )
 

@@ -119,6 +119,17 @@ def test_adapter_for_another_base_model_is_refused(tmp_path, tiny_model_dir, che
         check_checkpoint(other, tiny_model_dir)
 
 
+def test_base_weights_changed_since_provisioning_are_refused(tmp_path, tiny_model_dir, checkpoint):
+    """The adapter's recorded base hash equals the folder's recorded one: the file itself is hashed."""
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    weights = base / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 0x01]))
+    with pytest.raises(EvaluationInputError, match=r"base/model.safetensors: SHA-256 \w+, not the \w+ recorded in groupwise_model.json"):
+        check_checkpoint(checkpoint, base)
+
+
 # --- params ---------------------------------------------------------------------------------------
 
 
