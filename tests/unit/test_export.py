@@ -28,7 +28,7 @@ def registered(monkeypatch, tmp_path):
     monkeypatch.setattr(model_registry, "download_verified", download)
     monkeypatch.setattr(export, "_pyfunc_parts", lambda local: ({"provenance": local / "provenance.json", "adapter": local}, {}))
     monkeypatch.setattr(export, "expected_weights_sha256", lambda path: "ww")
-    monkeypatch.setattr(export, "locate_base_model", lambda expected, packaged, recorded: base)
+    monkeypatch.setattr(export, "locate_base_model", lambda expected, packaged, recorded, provenance_file=None: base)
     return tmp_path
 
 
