@@ -97,8 +97,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     Under torchrun every rank trains its share of each step's groups; only rank 0 talks to MLflow
     and writes the checkpoint. `resume=True` continues from `<checkpoints>/resume`.
     """
-    from components.data import load_groups
-    from components.data.selection import select_groups
+    from components.data.selection import training_groups
     from components.contracts.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE, CheckpointLayout
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
@@ -113,7 +112,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
         print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
-    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, domains)
+    groups = training_groups(params.paths.groups, params.train)
     if not groups:
         raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")

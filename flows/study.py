@@ -113,14 +113,13 @@ def arm_done(study: Study, name: str, fingerprint: str) -> bool:
 
 def _trained(params: Params) -> bool:
     """The arm's final checkpoint exists and was written for these training params."""
-    from components.data import load_groups
-    from components.data.selection import select_groups
+    from components.data.selection import training_groups
     from components.grpo.trainer import run_fingerprint
 
     state = CheckpointLayout(params.paths.checkpoints).latest / STATE_FILE
     if not state.is_file():
         return False
-    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, params.train.domains)
+    groups = training_groups(params.paths.groups, params.train)
     return json.loads(state.read_text()).get("fingerprint") == run_fingerprint(params, groups, 1)
 
 

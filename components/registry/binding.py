@@ -8,8 +8,10 @@ retrained (or truncated) since, another base model or other evaluation params ar
 with the differing field named.
 
 What a registered version was built from is recorded with it too: `version_provenance` (group
-files, params, code) and `registration_fingerprint` (adapter and metrics.json, the key that makes
-registration idempotent), both as version tags (`components.contracts.version_tags`).
+files and the training data's size, params hash, code), `version_params` (the training-relevant
+params, `RECORDED_PARAMS`) and `registration_fingerprint` (adapter and metrics.json, the key that
+makes registration idempotent), all as version tags (`components.contracts.version_tags`), so a
+version's model card needs no run of the tracking server.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ from components.models.provision import weights_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
 EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
+# the params recorded with a registered version (`version_params`), from the register step's params:
+# the evaluation's sections are those metrics.json was judged with (`check_evaluated`), train and lora
+# those of params.yaml at registration, like `params.hash`; a mapping (reward.weights) key by key
+RECORDED_PARAMS = (
+    "seed",
+    "model.source", "model.id", "model.path", "model.gguf_file", "model.dtype",
+    "lora.r", "lora.lora_alpha", "lora.dropout", "lora.target_modules",
+    "train.tasks", "train.domains", "train.steps", "train.groups_per_step", "train.samples_per_prompt",
+    "train.max_new_tokens", "train.temperature", "train.lr", "train.lr_scheduler", "train.loss_type",
+    "train.policy_loss", "train.beta", "train.epsilon_low", "train.epsilon_high", "train.num_iterations",
+    "train.advantage.estimator", "train.advantage.scale", "train.rollout.engine",
+    "reward.weights", "reward.entropy_scope", "reward.entropy_max_words",
+    "eval.samples_per_prompt", "eval.temperature", "eval.max_new_tokens", "eval.significance_level",
+)  # fmt: skip
 METRICS_KEY = "evaluated"  # the summary's field (`EvaluationSummary.evaluated`)
 
 
@@ -153,13 +169,40 @@ def dvc_md5(folder: Path) -> str:
 
 def version_provenance(params: Params) -> Provenance:
     """What a registered version is built from: the group files (this hasher's digest and DVC's
-    md5), the params and the code."""
+    md5), how many groups and prompts of them `train` selects (not recorded without group files),
+    the params and the code."""
+    from components.data.selection import training_groups
+
+    try:
+        groups = training_groups(params.paths.groups, params.train)
+    except FileNotFoundError:
+        groups = None
     return Provenance(
         data_sha256=files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
         data_dvc_md5=dvc_md5(params.paths.groups),
         params_hash=params_hash(params),
         git_commit=git_commit(params.root),
+        train_groups=None if groups is None else len(groups),
+        train_prompts=None if groups is None else sum(len(g.members) for g in groups),
     )
+
+
+def version_params(params: Params) -> dict[str, str]:
+    """`RECORDED_PARAMS` as version tags record them: dotted path -> the value, a string as is and
+    anything else as JSON ('0.0002', '["q_proj", "v_proj"]', 'null'); a mapping key by key
+    ('reward.weights.stability'). KeyError names a recorded path the params do not have."""
+    from components.tracking.runs import flatten
+
+    dump, out = params.model_dump(mode="json"), {}
+    for path in RECORDED_PARAMS:
+        value = dump
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(f"RECORDED_PARAMS: params have no field {path!r}")
+            value = value[part]
+        for key, leaf in flatten({path: value}).items():
+            out[key] = leaf if isinstance(leaf, str) else json.dumps(leaf)
+    return out
 
 
 def registration_fingerprint(adapter: Path, metrics_path: Path) -> str:

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from components.config import GateConfig
 from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, finite_numbers, leaves
-from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, Provenance, VersionTags
+from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, GateDetail, Provenance, VersionTags
 
 _SLACK = 1e-12
 _MISSING = object()
@@ -150,6 +150,10 @@ class GateDecision:
     def verdicts(self) -> dict[str, bool]:
         """Gate name -> passed."""
         return {r.name: r.passed for r in self.results}
+
+    def details(self) -> dict[str, GateDetail]:
+        """Gate name -> what it measured, its threshold and its reason (as the version records them)."""
+        return {r.name: GateDetail(r.value, r.threshold, r.reason) for r in self.results}
 
     def run_tags(self) -> dict[str, str]:
         """gate.<name> = pass | fail, and gate.passed, for the register run (the version tags' encoder)."""
@@ -538,13 +542,16 @@ def evaluate_gates(metrics: Metrics, gate: GateConfig, champion: Champion | None
 
 
 def registration_tags(decision: GateDecision, champion: Champion | None, summary: EvaluationSummary,
-                      provenance: Provenance) -> VersionTags:  # fmt: skip
-    """The tags a version is registered with: every gate's verdict, the champion it was judged
-    against, the metrics it was judged on and what it was built from."""
+                      provenance: Provenance, params: Mapping[str, str] | None = None) -> VersionTags:  # fmt: skip
+    """The tags a version is registered with: every gate's verdict, value, threshold and reason, the
+    champion it was judged against, the metrics it was judged on, what it was built from and the
+    training-relevant `params` (dotted path -> value, `binding.version_params`)."""
     return VersionTags(
         gate_passed=decision.passed,
         gates=decision.verdicts(),
+        gate_details=decision.details(),
         champion_at_registration=champion.version if champion else NO_CHAMPION,
         metrics=summary.numbers(),
         provenance=provenance,
+        params=dict(params or {}),
     )

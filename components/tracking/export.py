@@ -3,8 +3,9 @@
 The version is downloaded and checked against its SHA-256 manifest, its base model is found by the
 SHA-256 of its weights (`components.tracking.base_model`), the LoRA deltas are merged into the base
 weights (W ← W + (α/r)·B·A, peft `merge_and_unload`), and the folder gets the tokenizer, the chat
-template and a model card (`README.md`) saying what the model is and why it was registered. The
-folder appears whole or not at all (`contracts.atomic.atomic_dir`).
+template and a model card (`README.md`, `model_card`) saying what the model is, what it was trained
+on and with, and why it was registered, all read from the version's tags. The folder appears whole
+or not at all (`contracts.atomic.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.contracts.summary import metric_path
-from components.contracts.version_tags import GATE_PREFIX, Provenance, VersionTags
+from components.contracts.version_tags import CHAMPION_AT_REGISTRATION_TAG, GATE_PASSED_TAG, GATE_PREFIX, Provenance, VersionTags
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
+from components.tracking.runs import is_server
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
 CARD_FILE = "README.md"
@@ -63,15 +65,56 @@ CARD_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _table(rows: list[tuple[str, str]]) -> str:
-    return "\n".join(["| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
+NOT_RECORDED = "not recorded"  # a field the version's tags lack (registered before it was recorded)
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
+EVALUATED = (("consistency groups", metric_path("consistency", "n_groups")), ("diversity tasks", metric_path("diversity", "n_tasks")))
 
 
-def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str) -> str:
-    """The model card: base model and its SHA-256, data, params, gates, headline metrics, run link.
-    The version's tags are read through their one decoder (`VersionTags.from_tags`)."""
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...] = ("", "")) -> str:
+    cells = [header, tuple("---" for _ in header), *rows]
+    return "\n".join("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in cells)
+
+
+def _param_order(path: str) -> tuple[int, str]:
+    """Params by section as params.yaml has them (seed, model, lora, train, reward, eval), then by name."""
+    sections = ("seed", "model", "lora", "train", "reward", "eval")
+    section = path.split(".")[0]
+    return (sections.index(section) if section in sections else len(sections), path)
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def run_link(tracking_uri: str, experiment_id: str | None, run_id: str) -> str:
+    """The MLflow UI page of the run: `{uri}/#/experiments/{experiment_id}/runs/{run_id}` on a
+    tracking server; for a local store the run id with the `mlflow ui` command that serves it."""
+    page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else None
+    if is_server(tracking_uri):
+        return f"{tracking_uri.rstrip('/')}/{page}" if page else f"run `{run_id}` on {tracking_uri} (its experiment was not found)"
+    where = f", then {LOCAL_UI}/{page}" if page else ""
+    return f"run `{run_id}`: `mlflow ui --backend-store-uri {tracking_uri}`{where}"
+
+
+def _gate_rows(record: VersionTags) -> list[tuple[str, ...]]:
+    """One row per gate: verdict, measured value, threshold and reason (not recorded before they were)."""
+    rows = []
+    for name in sorted(record.gates.keys() | record.gate_details.keys()):
+        verdict = {True: "pass", False: "fail", None: NOT_RECORDED}[record.gates.get(name)]
+        detail = record.gate_details.get(name)
+        shown = (_number(detail.value), _number(detail.threshold), detail.reason or NOT_RECORDED) if detail else (NOT_RECORDED,) * 3
+        rows.append((name, verdict, *shown))
+    return rows
+
+
+def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str, experiment_id: str | None = None) -> str:
+    """The model card: base model and its SHA-256, the training data (hashes and size), the params,
+    each gate's verdict, value, threshold and reason, headline metrics, and the MLflow run's link
+    (`run_link`). The version's tags are read through their one decoder (`VersionTags.from_tags`);
+    what a version registered before a field was recorded lacks reads "not recorded"."""
     record = VersionTags.from_tags(version.tags)
-    gates = sorted((k.removeprefix(GATE_PREFIX), v) for k, v in record.gate_tags().items())
+    recorded = record.gate_tags()
+    verdict = [(key.removeprefix(GATE_PREFIX), recorded[key]) for key in (GATE_PASSED_TAG, CHAMPION_AT_REGISTRATION_TAG) if key in recorded]
 
     def metric(path: str) -> str:
         return f"{record.metrics[path]:.3g}" if path in record.metrics else "n/a"
@@ -85,9 +128,16 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("weights SHA-256", f"`{provenance.get('weights_sha256')}`"),
     ]
     built_from = record.provenance or Provenance()
-    data = [(row, f"`{'?' if value is None else value}`") for row, value in (
+    data = [(row, NOT_RECORDED if value is None else f"`{value}`") for row, value in (
         ("groups files SHA-256", built_from.data_sha256), ("DVC md5", built_from.data_dvc_md5),
+        ("training groups (train split, train.tasks / train.domains)", built_from.train_groups),
+        ("training prompts (the groups' variants)", built_from.train_prompts),
         ("params hash", built_from.params_hash), ("git commit", built_from.git_commit))]  # fmt: skip
+    data += [(f"held-out {what} evaluated", f"{record.metrics[path]:g}" if path in record.metrics else NOT_RECORDED) for what, path in EVALUATED]
+    params = [(path, f"`{record.params[path]}`") for path in sorted(record.params, key=_param_order)] or [("params", NOT_RECORDED)]
+    why = [_table(verdict)] if verdict else []
+    if gates := _gate_rows(record):
+        why.append(_table(gates, ("gate", "verdict", "value", "threshold", "reason")))
     return "\n\n".join(
         [
             f"# {name} version {version.version} (merged)",
@@ -96,11 +146,12 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
             "`transformers.AutoModelForCausalLM.from_pretrained(<this folder>)` or `vllm serve <this folder>`.",
             "## Base model\n\n" + _table(base),
             "## Training data and params\n\n" + _table(data),
-            "## Why it was registered\n\n"
-            + _table(gates or [("gates", "none recorded")]),
+            "## Params (as registered)\n\n" + _table(params),
+            "## Why it was registered\n\n" + ("\n\n".join(why) or _table([("gates", "none recorded")])),
             "## Headline metrics (held-out groups)\n\n" + _table(headline),
             "## Tracking\n\n"
-            + _table([("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
+            + _table([("MLflow run", run_link(tracking_uri, experiment_id, version.run_id)),
+                      ("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
                       ("model version", f"models:/{name}/{version.version}"),
                       ("exported", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]),  # fmt: skip
         ]
@@ -126,19 +177,31 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
                                      provenance_file=artifacts["provenance"])  # fmt: skip
         dtype = dtype or config.get("dtype", "float32")
         provenance = json.loads(artifacts["provenance"].read_text())
+        card = model_card(model_name, found, provenance, tracking_uri, dtype, _experiment_id(found.run_id))
 
         def write(merged: Path) -> None:
             merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
             for name in TOKENIZER_FILES:
                 if (base_dir / name).is_file():
                     shutil.copy2(base_dir / name, merged / name)
-            (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
+            (merged / CARD_FILE).write_text(card)
             (merged / EXPORT_FILE).write_text(json.dumps(
                 {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
                  "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
 
         atomic_dir(out_dir, write)  # out_dir is absent or empty (checked above)
     return ExportedModel(out_dir, model_name, str(found.version), expected)
+
+
+def _experiment_id(run_id: str | None) -> str | None:
+    """The experiment of the version's run (for its link), or None when the tracking store lacks it."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return MlflowClient().get_run(run_id).info.experiment_id if run_id else None
+    except MlflowException:
+        return None
 
 
 def resolve_version(model_name: str, version: str | None = None, alias: str | None = None):

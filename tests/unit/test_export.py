@@ -17,7 +17,10 @@ def registered(monkeypatch, tmp_path):
     base = tmp_path / "base"
     base.mkdir()
     (base / "tokenizer.json").write_text("{}")
-    version = SimpleNamespace(version="2", run_id="r2", tags={"gate.passed": "true", "data.sha256": "aa"})
+    tags = {"gate.passed": "true", "data.sha256": "aa", "data.train_groups": "4", "data.train_prompts": "14",
+            "gate.no_nan": "pass", "gate.no_nan.value": "0.0", "gate.no_nan.threshold": "0.0",
+            "gate.no_nan.reason": "no_nan: all metrics finite", "param.train.lr": "0.0002"}  # fmt: skip
+    version = SimpleNamespace(version="2", run_id="r2", tags=tags)
 
     def download(uri, dst):
         dst.mkdir(parents=True)
@@ -28,7 +31,8 @@ def registered(monkeypatch, tmp_path):
     monkeypatch.setattr(model_registry, "download_verified", download)
     monkeypatch.setattr(export, "_pyfunc_parts", lambda local: ({"provenance": local / "provenance.json", "adapter": local}, {}))
     monkeypatch.setattr(export, "expected_weights_sha256", lambda path: "ww")
-    monkeypatch.setattr(export, "locate_base_model", lambda expected, packaged, recorded: base)
+    monkeypatch.setattr(export, "locate_base_model", lambda expected, packaged, recorded, provenance_file=None: base)
+    monkeypatch.setattr(export, "_experiment_id", lambda run_id: "5" if run_id == "r2" else None)
     return tmp_path
 
 
@@ -42,7 +46,11 @@ def test_the_export_folder_appears_whole(registered, monkeypatch):
     done = export.export_version("m", out, "sqlite:///x.db", version="2")
     assert done.path == out and done.version == "2" and done.base_weights_sha256 == "ww"
     assert {p.name for p in out.iterdir()} == {"model.safetensors", "tokenizer.json", "README.md", "groupwise_export.json"}
-    assert "| passed | true |" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "| passed | true |" in card
+    assert "| training groups (train split, train.tasks / train.domains) | `4` |" in card and "| train.lr | `0.0002` |" in card
+    assert "| no_nan | pass | 0 | 0 | no_nan: all metrics finite |" in card
+    assert "`mlflow ui --backend-store-uri sqlite:///x.db`, then http://127.0.0.1:5000/#/experiments/5/runs/r2 |" in card
     assert json.loads((out / "groupwise_export.json").read_text())["tags"]["data.sha256"] == "aa"
     assert [p.name for p in out.parent.iterdir()] == ["m"]  # no staging folder left
 
