@@ -36,8 +36,10 @@ def run_walkthrough(block: str, cwd, log) -> int:
     """The block under `bash -euo pipefail` in its own process group; whatever it left running (the
     server, if a step failed before `kill`) is stopped with the group."""
     with log.open("w") as out:
+        # a new user's shell: no tracking/registry URI that an earlier test's mlflow.set_*_uri left in os.environ
+        env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
         shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)  # fmt: skip
+                                 start_new_session=True, env=env)  # fmt: skip
         try:
             return shell.wait(timeout=1200)
         finally:
@@ -80,7 +82,7 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     assert any("query_key_value.lora_B" in k for k in adapter) and any("dense.lora_B" in k for k in adapter)
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["axis"] == "age"  # the imported axis, not a hard-coded gender
-    client = MlflowClient(params.tracking.uri)
+    client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
     for alias in ("challenger", "champion"):
         assert str(client.get_model_version_by_alias(params.registry.model_name, alias).version) == "1"
     # 4. one merged folder with the stand-in's template and pad, and a model card
