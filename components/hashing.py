@@ -1,11 +1,27 @@
-"""SHA-256 of files, streamed: the one hasher of provenance, bindings, manifests and data tags."""
+"""SHA-256 of files, streamed: the one file hasher of provenance, bindings, manifests, data tags,
+validation reports and cache keys. Three recipes, each the one its digests were always made with
+(they are recorded in registered versions, metrics.json, validation reports and cache keys):
+
+- `file_sha256(path)`: the file's bytes.
+- `files_sha256(paths)`: in sorted order, each file's name, then its bytes. With `absent_ok`, a
+  missing file is hashed as absent instead of failing; every file is then framed as
+  ``name:size:`` before its bytes, size -1 for an absent one, so that an absent file and an empty
+  one differ (the groups files of a validation report).
+- `tree_sha256(roots)`: every file under each root (a file, or a folder walked in sorted order,
+  `__pycache__` left out), its path relative to the root (a file: its name), then the SHA-256 of
+  its bytes (the inputs of a cached step).
+
+Standard library only.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 CHUNK = 1 << 20
+ABSENT = -1  # the size an absent file is hashed with (`files_sha256(..., absent_ok=True)`)
 
 
 def _update(digest, path: Path) -> None:
@@ -20,10 +36,37 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def files_sha256(paths: list[Path]) -> str:
-    """One digest over files, by name and content, in sorted order."""
+def files_sha256(paths: Iterable[Path], absent_ok: bool = False) -> str:
+    """One digest over files, by name and content, in sorted order (`absent_ok`: see the module docstring)."""
     digest = hashlib.sha256()
     for path in sorted(Path(p) for p in paths):
-        digest.update(path.name.encode())
-        _update(digest, path)
+        if not absent_ok:
+            digest.update(path.name.encode())
+            _update(digest, path)
+            continue
+        present = path.is_file()
+        digest.update(f"{path.name}:{path.stat().st_size if present else ABSENT}:".encode())
+        if present:
+            _update(digest, path)
+    return digest.hexdigest()
+
+
+def tree_files(path: Path) -> list[Path]:
+    """The files `tree_sha256` reads under `path`: itself (a file), every file below it (a folder,
+    sorted, `__pycache__` left out), or none (missing)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return []
+
+
+def tree_sha256(roots: Iterable[Path]) -> str:
+    """One digest over the files of `roots` (in the order given), by relative path and content digest."""
+    digest = hashlib.sha256()
+    for root in map(Path, roots):
+        for file in tree_files(root):
+            digest.update(str(file.relative_to(root) if root.is_dir() else file.name).encode())
+            digest.update(bytes.fromhex(file_sha256(file)))
     return digest.hexdigest()

@@ -22,6 +22,8 @@ from typing import Callable
 
 import components
 from components.config import Params
+from components.contracts.atomic import atomic_write_text
+from components.hashing import tree_files, tree_sha256
 
 PACKAGE = Path(components.__file__).resolve().parent
 STAMP_DIR = Path(".prefect") / "outputs"  # under the project root (gitignored)
@@ -43,31 +45,14 @@ STEP_INPUTS: dict[str, StepInputs] = {
 }
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return []
-
-
-def _content_hash(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for root in paths:
-        for file in _files(root):
-            digest.update(str(file.relative_to(root) if root.is_dir() else file.name).encode())
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
-
-
 def input_key(step: str, params: Params) -> str:
     """Hash of what the step depends on: params sections, source files, input data, output location."""
     spec = STEP_INPUTS[step]
     payload = {
         "step": step,
         "params": params.section_dict(*spec.sections),
-        "sources": _content_hash([PACKAGE / s for s in spec.sources]),
-        "data": _content_hash(spec.data(params)),
+        "sources": tree_sha256([PACKAGE / s for s in spec.sources]),
+        "data": tree_sha256(spec.data(params)),
         "outputs": [str(p) for p in spec.outputs(params)],
     }
     return f"groupwise-{step}-" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
@@ -86,7 +71,7 @@ def outputs_fingerprint(step: str, params: Params) -> str | None:
     """(relative path, size, mtime) of every output file; None when an output folder is missing."""
     digest = hashlib.sha256()
     for folder in STEP_INPUTS[step].outputs(params):
-        files = _files(folder)
+        files = tree_files(folder)
         if not files:
             return None
         for file in files:
@@ -101,10 +86,8 @@ def _stamp(step: str, params: Params) -> Path:
 
 def record_outputs(step: str, params: Params) -> None:
     """Remember the input key and output fingerprint the step just left behind."""
-    path = _stamp(step, params)
-    path.parent.mkdir(parents=True, exist_ok=True)
     stamp = {"key": input_key(step, params), "outputs": outputs_fingerprint(step, params)}
-    path.write_text(json.dumps(stamp))
+    atomic_write_text(_stamp(step, params), json.dumps(stamp))
 
 
 def outputs_intact(step: str, params: Params) -> bool:

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -24,13 +25,6 @@ app = typer.Typer(
 err = Console(stderr=True, soft_wrap=True)  # soft wrap: printed paths are never broken mid-path
 out = Console(soft_wrap=True)
 
-# Errors the user can act on: one clear line and exit code 2 instead of a traceback. The typed
-# family (components.contracts.errors.UserError: bad params, data, names; a missing package or
-# server; NaN/inf in training), missing files, a lock held too long (TimeoutError), and ValueError,
-# which the pydantic and input checks raise. Anything else (KeyError, RuntimeError, AttributeError...)
-# is a bug: its traceback is shown. `--debug` shows the traceback of user errors too.
-USER_ERRORS = (UserError, ValueError, FileNotFoundError, TimeoutError)
-
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
 ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
 SetOpt = typer.Option(
@@ -48,13 +42,24 @@ def _options(
     _DEBUG["on"] = debug
 
 
-def _fail(command: str, exc: BaseException) -> typer.Exit:
-    """One line naming what failed, exit code 2; with --debug the traceback instead."""
-    if _DEBUG["on"]:
-        raise exc
-    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-    err.print(f"[bold red]groupwise {command} failed:[/] {escape(str(message))}")
-    return typer.Exit(code=2)
+@contextmanager
+def _reported(command: str):
+    """Errors the user can act on (`UserError`: bad params, data, paths, names; a missing file, model,
+    package or server; a registry lock held too long; NaN/inf in training) end the command as one line
+    naming `command`, with exit code 2; with --debug their traceback instead. Anything else is a bug
+    and keeps its traceback (exit code 1). Also a decorator (see `_command`)."""
+    try:
+        yield
+    except UserError as exc:
+        if _DEBUG["on"]:
+            raise
+        err.print(f"[bold red]groupwise {command} failed:[/] {escape(str(exc))}")
+        raise typer.Exit(code=2) from exc
+
+
+def _command(name: str):
+    """Register the subcommand `name`; its user errors are reported in one line (`_reported`)."""
+    return lambda fn: app.command(name)(_reported(name)(fn))
 
 
 def _registry_params(params_path: Path, profile: Optional[str]):
@@ -68,20 +73,25 @@ def _registry_params(params_path: Path, profile: Optional[str]):
     return resolved
 
 
-def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
+def _resolved_params(params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None):
+    """params.yaml with its profile and the --set overrides, every registered name checked."""
     from components.config import assignments_to_overrides, load_params, with_overrides
     from components.plugins import check_registered_names
+
+    params = load_params(params_path, profile)
+    if sets:
+        params = with_overrides(params, assignments_to_overrides(sets))
+    check_registered_names(params)
+    return params
+
+
+def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
     from flows.steps import STEPS
 
-    try:
-        params = load_params(params_path, profile)
-        if sets:
-            params = with_overrides(params, assignments_to_overrides(sets))
-        check_registered_names(params)
+    with _reported(name):  # in the step's name: `import` runs two
+        params = _resolved_params(params_path, profile, sets)
         started = time.perf_counter()
         result = STEPS[name](params, **options)
-    except USER_ERRORS as exc:
-        raise _fail(name, exc) from exc
     out.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {escape(result.summary)}")
     out.print(f"  MLflow run: {result.run_id}")
     for key, value in result.outputs.items():
@@ -143,7 +153,7 @@ def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
     _run_step("register", params, profile)
 
 
-@app.command()
+@_command("study")
 def study(
     params: Path = ParamsOpt,
     arm: Optional[list[str]] = typer.Option(None, "--arm", help="run only this arm (repeatable); default: every arm"),
@@ -155,30 +165,21 @@ def study(
     """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md)."""
     from flows.study import load_study, study as study_flow, write_study_report
 
-    try:
-        if report_only:
-            path = write_study_report(load_study(params, name)[1])
-        else:
-            path = study_flow(str(params), arm or None, name)
-    except USER_ERRORS as exc:
-        raise _fail("study", exc) from exc
+    if report_only:
+        path = write_study_report(load_study(params, name)[1])
+    else:
+        path = study_flow(str(params), arm or None, name)
     out.print(f"[bold green]study[/] results: {escape(str(path))}")
 
 
-@app.command()
+@_command("retrain")
 def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
-    from components.config import load_params
-    from components.plugins import check_registered_names
     from flows.retrain import retrain as retrain_flow
 
-    try:
-        resolved = load_params(params, profile)
-        check_registered_names(resolved)
-        started = time.perf_counter()
-        summary = retrain_flow(str(params), profile)
-    except USER_ERRORS as exc:
-        raise _fail("retrain", exc) from exc
+    resolved = _resolved_params(params, profile)
+    started = time.perf_counter()
+    summary = retrain_flow(str(params), profile)
     table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
     for column in ("step", "MLflow run", "result"):
         table.add_column(column, overflow="fold")
@@ -204,7 +205,7 @@ def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> No
             out.print(f"  - {escape(reason)}")
 
 
-@app.command()
+@_command("promote")
 def promote(
     version: str = typer.Option(..., "--version", "-v", help="model version to make @champion"),
     reason: str = typer.Option("", "--reason", help="why (recorded on the version; required with --force)"),
@@ -216,16 +217,13 @@ def promote(
     from components.config import load_params
     from flows.promote import promote as promote_version
 
-    try:
-        result = promote_version(load_params(params, profile), version, reason, force)
-    except USER_ERRORS as exc:
-        raise _fail("promote", exc) from exc
+    result = promote_version(load_params(params, profile), version, reason, force)
     forced = " [bold yellow](forced: gates overridden)[/]" if result.forced else ""
     out.print(f"[bold green]{result.name} version {result.version} is @champion[/]{forced}")
     out.print(f"  previous champion: {result.previous or 'none'}; history: {', '.join(result.history)}")
 
 
-@app.command()
+@_command("rollback")
 def rollback(
     reason: str = typer.Option("", "--reason", help="why (recorded on the demoted version)"),
     params: Path = ParamsOpt,
@@ -235,23 +233,17 @@ def rollback(
     from components.config import load_params
     from flows.promote import rollback as rollback_champion
 
-    try:
-        result = rollback_champion(load_params(params, profile), reason)
-    except USER_ERRORS as exc:
-        raise _fail("rollback", exc) from exc
+    result = rollback_champion(load_params(params, profile), reason)
     out.print(f"[bold green]{result.name} version {result.version} is @champion again[/] (version {result.previous} demoted)")
 
 
-@app.command()
+@_command("versions")
 def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """List the registered versions with their aliases, gate verdict and promotion record."""
     from components.tracking.model_registry import list_versions
 
-    try:
-        resolved = _registry_params(params, profile)
-        found = list_versions(resolved.registry.model_name)
-    except USER_ERRORS as exc:
-        raise _fail("versions", exc) from exc
+    resolved = _registry_params(params, profile)
+    found = list_versions(resolved.registry.model_name)
     table = Table(title=f"{resolved.registry.model_name} ({resolved.tracking.uri})")
     for column in ("version", "aliases", "gates", "registered run", "promotion"):
         table.add_column(column, overflow="fold")
@@ -268,7 +260,7 @@ VersionOpt = typer.Option(None, "--version", help="a registered version number")
 AliasOpt = typer.Option(None, "--alias", help="the version an alias points at, e.g. champion")
 
 
-@app.command()
+@_command("export")
 def export(
     out_dir: Path = typer.Argument(..., help="a new folder for the merged model"),
     version: Optional[str] = VersionOpt,
@@ -279,15 +271,12 @@ def export(
     """Write a registered version as one merged safetensors model folder (+ model card) for vLLM or transformers."""
     from components.tracking.export import export_version
 
-    try:
-        resolved = _registry_params(params, profile)
-        exported = export_version(resolved.registry.model_name, out_dir, resolved.tracking.uri, version, alias)
-    except USER_ERRORS as exc:
-        raise _fail("export", exc) from exc
+    resolved = _registry_params(params, profile)
+    exported = export_version(resolved.registry.model_name, out_dir, resolved.tracking.uri, version, alias)
     out.print(f"[bold green]{exported.model_name} version {exported.version}[/] merged into {escape(str(exported.path))}")
 
 
-@app.command()
+@_command("serve")
 def serve(
     version: Optional[str] = VersionOpt,
     alias: Optional[str] = AliasOpt,
@@ -299,12 +288,9 @@ def serve(
     from components.generation.serve import server_command
     from components.tracking.export import export_for_serving
 
-    try:
-        resolved = _registry_params(params, profile)
-        exported = export_for_serving(resolved.registry.model_name, resolved.paths.exports, resolved.tracking.uri, version, alias)
-        command = server_command(exported.path, resolved.registry.model_name, resolved.eval.vllm, port, resolved.model.dtype)
-    except USER_ERRORS as exc:
-        raise _fail("serve", exc) from exc
+    resolved = _registry_params(params, profile)
+    exported = export_for_serving(resolved.registry.model_name, resolved.paths.exports, resolved.tracking.uri, version, alias)
+    command = server_command(exported.path, resolved.registry.model_name, resolved.eval.vllm, port, resolved.model.dtype)
     err.print(f"serving {exported.model_name} version {exported.version} at {command.url}/v1 (model name {resolved.registry.model_name!r}); Ctrl-C stops it")
     sys.stdout.flush()
     sys.stderr.flush()
@@ -312,31 +298,18 @@ def serve(
     os.execve(command.argv[0], command.argv, command.env)
 
 
-@app.command()
+@_command("schedule")
 def schedule(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
     """Serve the retrain flow on the cron of params.yaml `schedule:` (needs PREFECT_API_URL)."""
     from flows.schedule import serve_retrain
 
-    try:
-        serve_retrain(params, profile)
-    except USER_ERRORS as exc:
-        raise _fail("schedule", exc) from exc
+    serve_retrain(params, profile)
 
 
-@app.command("show-params")
+@_command("show-params")
 def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Print the resolved parameters (profile and --set applied, paths absolute) as JSON."""
-    from components.config import assignments_to_overrides, load_params, with_overrides
-    from components.plugins import check_registered_names
-
-    try:
-        resolved = load_params(params, profile)
-        if sets:
-            resolved = with_overrides(resolved, assignments_to_overrides(sets))
-        check_registered_names(resolved)
-    except USER_ERRORS as exc:
-        raise _fail("show-params", exc) from exc
-    json.dump(resolved.model_dump(mode="json"), sys.stdout, indent=2)
+    json.dump(_resolved_params(params, profile, sets).model_dump(mode="json"), sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from components.config import Params
+from components.registry.promotion import promotion_check
 from components.tracking import model_registry, runs
 from components.tracking.model_registry import PromotionResult
 
@@ -14,7 +17,7 @@ def promote(params: Params, version: str, reason: str = "", force: bool = False)
     return model_registry.promote(
         reg.model_name,
         version,
-        params.gate,
+        partial(promotion_check, gate=params.gate),
         reason=reason,
         force=force,
         champion_alias=reg.champion_alias,

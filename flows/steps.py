@@ -11,9 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.config import Params
+from components.config import Params, ParamsError
+from components.contracts.errors import UserError
+from components.contracts.version_tags import Provenance
 from components.hashing import file_sha256, files_sha256
 from components.tracking import runs
+
+
+class MissingInputError(UserError, FileNotFoundError):
+    """A step's input file is missing (the message names it and the command that writes it)."""
 
 
 @dataclass
@@ -44,7 +50,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             for split in ("train", "heldout")
         }
         runs.log_metrics(counts, prefix="groups.")
-        runs.set_tags({"data.sha256": files_sha256(list(written.values()))})
+        runs.set_tags(Provenance(data_sha256=files_sha256(list(written.values()))).to_tags())
         runs.log_artifacts(list(written.values()), "groups")
     summary = ", ".join(f"{k}={v}" for k, v in counts.items())
     return StepResult("build", run_id, {k: str(v) for k, v in written.items()}, counts, summary)
@@ -91,9 +97,8 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     Under torchrun every rank trains its share of each step's groups; only rank 0 talks to MLflow
     and writes the checkpoint. `resume=True` continues from `<checkpoints>/resume`.
     """
-    from components.data import load_groups
-    from components.data.selection import select_groups
-    from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
+    from components.data.selection import training_groups
+    from components.contracts.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE, CheckpointLayout
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names
@@ -101,15 +106,15 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.validation.precondition import ensure_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
-    checkpoint = params.paths.checkpoints / "latest"
-    state_dir = params.paths.checkpoints / "resume"
+    layout = CheckpointLayout(params.paths.checkpoints)
+    checkpoint, state_dir = layout.latest, layout.resume
     domains = params.train.domains
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
         print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
-    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, domains)
+    groups = training_groups(params.paths.groups, params.train)
     if not groups:
-        raise ValueError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
+        raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
         result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
@@ -161,14 +166,14 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
     move the alias, else register nothing (`components.registry.registration`). Idempotent."""
+    from components.contracts.checkpoint import CheckpointLayout, recover_checkpoint
     from components.contracts.summary import SUMMARY_FILE, read_summary
-    from components.grpo.checkpoint import recover_checkpoint
     from components.registry.registration import gate_and_register
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():
-        raise FileNotFoundError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
-    checkpoint = params.paths.checkpoints / "latest"
+        raise MissingInputError(f"{metrics_path}: no evaluation metrics; run `groupwise evaluate` first")
+    checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         print(note)
     with runs.step_run(params.tracking, "register", params.section_dict("gate", "registry"), parent_run_id) as run_id:

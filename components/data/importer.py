@@ -29,6 +29,7 @@ the line, the field and the rule (`ImportRowError`); nothing is written unless e
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,7 @@ from pydantic import ValidationError
 from components.contracts.errors import UserError
 from components.config import DataConfig
 from components.data.builder import assign_splits
-from components.data.io import SPLITS, TASKS, iter_jsonl, write_groups
+from components.data.io import SPLITS, TASKS, MissingGroupsFileError, iter_jsonl, write_groups
 from components.data.schema import Member, PromptGroup
 
 COLUMNS = ("group_id", "text", "domain", "task", "split", "variant_id", "attributes", "valid_answers", "answer_normalizer")
@@ -75,8 +76,18 @@ def _csv_cell_list(path: Path, line: int, cell: str) -> list[str]:
     return [part.strip() for part in cell.split(";") if part.strip()]
 
 
+def _csv_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ImportRowError(path, line, "<row>", f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {column})") from None
+
+
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(newline="", encoding="utf-8") as handle:
+    with io.StringIO(_csv_text(path), newline="") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         unknown = [c for c in header if c not in COLUMNS and not c.startswith(ATTRIBUTE_PREFIX)]
@@ -110,7 +121,7 @@ def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line, row) of every row of a ``.jsonl`` or ``.csv`` file."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file to import")
+        raise MissingGroupsFileError(f"{path}: no such file to import")
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv"):
         raise ImportRowError(path, 0, "<file>", f"unsupported file type {suffix!r}; use .jsonl or .csv")

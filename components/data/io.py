@@ -32,6 +32,10 @@ class GroupFileError(UserError, ValueError):
         super().__init__(f"{path}: line {line}: {field}: {problem}")
 
 
+class MissingGroupsFileError(UserError, FileNotFoundError):
+    """A groups file to read (built, or a user's own to import) is not there; the message names it."""
+
+
 def groups_file(groups_dir: Path, task: str) -> Path:
     """Path of the file holding the groups of one task kind: ``<groups_dir>/<task>.jsonl``."""
     return Path(groups_dir) / f"{task}.jsonl"
@@ -111,10 +115,10 @@ def load_groups(
     paths = [groups_file(groups_dir, t) for t in tasks]
     present = [p for p in paths if p.is_file()]
     if task is not None and not present:
-        raise FileNotFoundError(f"{paths[0]}: groups file not found (run the build step)")
+        raise MissingGroupsFileError(f"{paths[0]}: groups file not found (run the build step)")
     if not present:
         names = ", ".join(p.name for p in paths)
-        raise FileNotFoundError(f"{groups_dir}: no groups files ({names})")
+        raise MissingGroupsFileError(f"{groups_dir}: no groups files ({names})")
     groups = [g for p in present for g in read_groups(p)]
     return [
         g

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
+from pathlib import Path
 
+from components.config import TrainConfig
 from components.contracts.groups import PromptGroup
 
 
@@ -22,4 +24,11 @@ def select_groups(groups: Iterable[PromptGroup], tasks: Sequence[str], domains: 
     return [g for g in groups if g.task in tasks and in_domains(g.domain, domains)]
 
 
-__all__ = ["in_domains", "select_groups"]
+def training_groups(groups_dir: Path, train: TrainConfig) -> list[PromptGroup]:
+    """The groups `train` trains on: the train split of `groups_dir`, of `train.tasks` and `train.domains`."""
+    from components.data.io import load_groups
+
+    return select_groups(load_groups(groups_dir, split="train"), train.tasks, train.domains)
+
+
+__all__ = ["in_domains", "select_groups", "training_groups"]

@@ -249,7 +249,7 @@ def load_template(path: Path) -> Template:
     """Read and validate one template YAML file."""
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise TemplateError(f"{path}: not valid YAML: {exc}") from None
     return parse_template(raw, path)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from components.contracts.errors import UserError
 from components.data.schema import PromptGroup
 from components.embeddings import threshold_clusters
 from components.evaluation.metrics import (
@@ -74,6 +75,10 @@ DIVERSITY_METRICS = (
 LOWER_IS_BETTER = {
     "gap", "any_variant_gap", "paraphrase_gap", "excess_gap", "truncated_share", "self_bleu", "tv_to_uniform", "kl_to_uniform", "js_to_uniform", "empty_rate",
 }  # fmt: skip
+
+
+class EvaluationInputError(UserError, ValueError):
+    """The evaluation set or the checkpoint cannot be evaluated (the message says why)."""
 
 
 def _paired(names: Sequence[str]) -> list[str]:
@@ -145,16 +150,16 @@ def axis_entropies(group: PromptGroup, samples: dict[str, list[str]]) -> dict[st
 
 def headline_axis(group: PromptGroup, axis: str | None) -> str:
     """The axis the paper's gap is measured on: `axis` (eval.gap_axis), or the group's first
-    declared variant axis; raises ValueError naming the group when it lacks the axis."""
+    declared variant axis; raises EvaluationInputError naming the group when it lacks the axis."""
     if not group.variant_axes:
-        raise ValueError(f"group {group.group_id!r}: no variant_axes, so no gap between variants to measure")
+        raise EvaluationInputError(f"group {group.group_id!r}: no variant_axes, so no gap between variants to measure")
     chosen = axis or next(iter(group.variant_axes))
     if chosen not in group.variant_axes:
-        raise ValueError(
+        raise EvaluationInputError(
             f"group {group.group_id!r}: eval.gap_axis {chosen!r} is not one of its variant_axes {sorted(group.variant_axes)}"
         )
     if len(group.variant_axes[chosen]) < 2:
-        raise ValueError(f"group {group.group_id!r}: axis {chosen!r} has fewer than 2 values")
+        raise EvaluationInputError(f"group {group.group_id!r}: axis {chosen!r} has fewer than 2 values")
     return chosen
 
 

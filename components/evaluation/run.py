@@ -22,17 +22,27 @@ import numpy as np
 import pandas as pd
 
 from components.config import Params
-from components.contracts.errors import UserError
+from components.contracts.checkpoint import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    STATE_FILE,
+    CheckpointLayout,
+    read_state,
+    recover_checkpoint,
+)
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
 from components.evaluation.records import (
+    EvaluationInputError,
     Semantics,
     SummarySettings,
     consistency_record,
     diversity_record,
+    headline_axis,
     summarize,
 )
 from components.evaluation.report import ReportFiles, write_report
@@ -44,13 +54,8 @@ from components.generation.engines import (
     open_engine,
 )
 from components.generation.sampling import SamplingConfig
-from components.grpo.checkpoint import ADAPTER_DIR, STATE_FILE, read_state
-from components.models.provision import read_provenance
+from components.models.provision import read_provenance, verified_base_model, weights_mismatch
 from components.registry.gate import evaluate_gates
-
-
-class EvaluationInputError(UserError, ValueError):
-    """The evaluation set or the checkpoint cannot be evaluated (the message says why)."""
 
 
 @dataclass
@@ -95,16 +100,19 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
             f"empty evaluation set: no held-out consistency groups among {len(groups)} groups "
             f"({len(heldout)} held out)"
         )
-    check_eval_set(consistency + diversity)
+    check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
 
 
-def check_eval_set(groups: list[PromptGroup]) -> None:
-    """Every selected group can be scored: variants to compare, a valid set and a known normaliser."""
+def check_eval_set(groups: list[PromptGroup], gap_axis: str | None = None) -> None:
+    """Every selected group can be scored: variants to compare (on `gap_axis`, eval.gap_axis, when
+    set), a valid set and a known normaliser."""
     for group in groups:
         where = f"evaluation set, group {group.group_id!r}"
         if group.task == "consistency" and len(group.members) < 2:
             raise EvaluationInputError(f"{where}: a consistency group needs at least 2 variants, has {len(group.members)}")
+        if group.task == "consistency" and gap_axis is not None:
+            headline_axis(group, gap_axis)
         if group.task == "diversity":
             if not group.valid_answers:
                 raise EvaluationInputError(f"{where}: diversity task without valid_answers")
@@ -122,7 +130,7 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     if not checkpoint_dir.is_dir():
         raise EvaluationInputError(f"{checkpoint_dir}: missing checkpoint (no such folder); run `groupwise train` first")
     adapter = checkpoint_dir / ADAPTER_DIR
-    for name in ("adapter_model.safetensors", "adapter_config.json"):
+    for name in (ADAPTER_WEIGHTS, ADAPTER_CONFIG):
         if not (adapter / name).is_file():
             raise EvaluationInputError(f"{checkpoint_dir}: incomplete checkpoint (no {ADAPTER_DIR}/{name})")
     try:
@@ -132,6 +140,8 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
     base = read_provenance(base_model_dir)
     if base is None:
         raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model; run `groupwise prepare-model` first")
+    if reason := weights_mismatch(base_model_dir, base):  # the file itself, not only what its folder records
+        raise EvaluationInputError(f"{reason}; run `groupwise prepare-model` to rebuild it")
     if state.get("base_model_sha256") != base.weights_sha256:
         raise EvaluationInputError(
             f"{checkpoint_dir}: adapter was trained on another base model "
@@ -297,16 +307,17 @@ def evaluation_summary(frames: EvaluationFrames, params: Params, evaluated: Eval
 
 def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> EvaluatedFiles:
     """Before anything is loaded: put back a checkpoint a killed save left aside, check the groups
-    are validated and the adapter loads (each message to `say`), and return the hashes of what will
-    be read (what metrics.json vouches for is what was read)."""
-    from components.grpo.checkpoint import recover_checkpoint
+    are validated (each message to `say`), the base weights have their recorded SHA-256 and the
+    adapter loads, and return the hashes of what will be read (what metrics.json vouches for is
+    what was read)."""
     from components.registry.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
 
-    checkpoint = params.paths.checkpoints / "latest"
+    checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         say(note)
     say(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
+    verified_base_model(params.paths.base_model)
     adapter = checkpoint / ADAPTER_DIR if params.eval.candidate.source == "adapter" else None
     if adapter is not None:
         check_adapter_loads(adapter)
@@ -356,7 +367,7 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     from components.data import load_groups
 
     cfg, out = params.eval, params.paths.reports
-    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, params.paths.checkpoints / "latest")
+    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest)
     summary = evaluation_summary(frames, params, evaluated)
     settings = {"alpha": cfg.significance_level, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
     comparisons = compare_all(

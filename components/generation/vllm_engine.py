@@ -49,7 +49,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.config import EvalConfig, VllmConfig
+from components.config import EvalConfig, ParamsError, VllmConfig
+from components.contracts.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_files
 from components.generation.interface import (
     EngineStartError,
     EngineUnavailableError,
@@ -59,6 +60,7 @@ from components.generation.interface import (
 )
 from components.generation.sampling import SamplingConfig, chat_prompt
 from components.generation.vllm_process import EngineProcessError, VllmProcess
+from components.models.lora import AdapterError, AdapterNotFoundError
 
 log = logging.getLogger(__name__)
 KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -96,17 +98,17 @@ def device_kwargs(cfg: VllmConfig, cuda: bool | None = None) -> dict[str, float]
 
 
 def adapter_rank(adapter: Path) -> int:
-    """LoRA rank r from a peft adapter folder; ValueError naming the file when it is not one."""
-    config_path = Path(adapter) / "adapter_config.json"
-    if not config_path.is_file() or not (Path(adapter) / "adapter_model.safetensors").is_file():
-        raise FileNotFoundError(f"{adapter}: not a LoRA adapter folder (needs adapter_config.json and adapter_model.safetensors)")
+    """LoRA rank r from a peft adapter folder; AdapterError naming the file when it is not one."""
+    config_path, weights_path = adapter_files(adapter)
+    if not config_path.is_file() or not weights_path.is_file():
+        raise AdapterNotFoundError(f"{adapter}: not a LoRA adapter folder (needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})")
     try:
         config = json.loads(config_path.read_text())
         if config.get("peft_type") != "LORA":
             raise ValueError(f"peft_type is {config.get('peft_type')!r}, not 'LORA'")
         return int(config["r"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{config_path}: not a usable LoRA adapter config: {exc}") from exc
+        raise AdapterError(f"{config_path}: not a usable LoRA adapter config: {exc}") from exc
 
 
 class VllmEngine:
@@ -187,7 +189,7 @@ class VllmEngine:
     def _lora_request(self, adapter: Path, rank: int) -> tuple[str, int, str]:
         """`LoRARequest(name, id, path)` arguments; the rank must fit the engine's max_lora_rank."""
         if rank > self._cfg.max_lora_rank:
-            raise ValueError(
+            raise ParamsError(
                 f"{adapter}: LoRA rank {rank} exceeds eval.vllm.max_lora_rank = {self._cfg.max_lora_rank}"
             )
         lora_id = self._adapters.setdefault(adapter, len(self._adapters) + 1)
@@ -199,7 +201,7 @@ class VllmEngine:
         ids = [tok(chat_prompt(tok, p), add_special_tokens=False).input_ids for p in prompts]
         too_long = [i for i, x in enumerate(ids) if len(x) >= self._cfg.max_model_len]
         if too_long:
-            raise ValueError(
+            raise ParamsError(
                 f"prompts {too_long[:5]} are {len(ids[too_long[0]])}+ tokens, eval.vllm.max_model_len is {self._cfg.max_model_len}"
             )
         return ids

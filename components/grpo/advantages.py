@@ -14,7 +14,9 @@ import torch
 from components.config import AdvantageConfig
 from components.contracts.naming import NameRegistry
 
-AdvantageFn = Callable[..., torch.Tensor]  # (rewards, index, cfg, uncertainty=None) -> advantages
+# every estimator (a user's plug-in too) takes (rewards, index, cfg, uncertainty=None, global_std=None)
+# and returns advantages (N,); `global_std` is the std of the rewards over every rank's batch
+AdvantageFn = Callable[..., torch.Tensor]
 ADVANTAGES = NameRegistry[AdvantageFn]("advantage estimator")
 register_adv_est = ADVANTAGES.register
 
@@ -42,13 +44,8 @@ def group_mean_std(rewards: torch.Tensor, index: torch.Tensor) -> tuple[torch.Te
 
 
 @register_adv_est("grpo")
-def grpo_advantage(
-    rewards: torch.Tensor,
-    index: torch.Tensor,
-    cfg: AdvantageConfig,
-    uncertainty: torch.Tensor | None = None,
-    global_std: float | None = None,
-) -> torch.Tensor:
+def grpo_advantage(rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig,
+                   uncertainty: torch.Tensor | None = None, global_std: float | None = None) -> torch.Tensor:  # fmt: skip
     """GRPO (Shao et al. 2024, DeepSeekMath): A_i = (r_i - mean_g(r)) / (s + eps).
 
     s = std of the sample's group (`scale: group`), std of the whole batch (`batch`, as
@@ -70,13 +67,8 @@ def grpo_advantage(
 
 
 @register_adv_est("seed_grpo")
-def seed_grpo_advantage(
-    rewards: torch.Tensor,
-    index: torch.Tensor,
-    cfg: AdvantageConfig,
-    uncertainty: torch.Tensor | None = None,
-    global_std: float | None = None,
-) -> torch.Tensor:
+def seed_grpo_advantage(rewards: torch.Tensor, index: torch.Tensor, cfg: AdvantageConfig,
+                        uncertainty: torch.Tensor | None = None, global_std: float | None = None) -> torch.Tensor:  # fmt: skip
     """SEED-GRPO (Chen et al. 2025, arXiv:2505.12346): A'_i = A_i * f(u_g), u_g = SE_g / log G.
 
     A_i is the `grpo` advantage; u_g the normalised semantic entropy of the sample's group over

@@ -1,6 +1,8 @@
 """Atomic checkpoints: everything is written to a temporary sibling folder, then renamed.
 
-A reader never sees a half-written checkpoint: either the old folder or the complete new one.
+A reader never sees a half-written checkpoint: either the old folder or the complete new one. The
+layout (folder and file names) is the contract `components.contracts.checkpoint`; its names are
+re-exported here.
 
 Final checkpoint (the DVC output): `adapter/` (peft: adapter_config.json +
 adapter_model.safetensors), `train_state.json`, `train_log.csv` (one row per step, a DVC plot).
@@ -24,20 +26,26 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from components.contracts.atomic import atomic_dir, recover_dir
 
-ADAPTER_DIR = "adapter"
-STATE_FILE = "train_state.json"
-LOG_FILE = "train_log.csv"
-OPTIMIZER_FILE = "optimizer.safetensors"
-RNG_FILE = "rng.json"
-PROGRESS_FILE = "progress.json"
-STATE_PREFIX = "step-"
+from components.contracts.atomic import atomic_dir
+from components.contracts.checkpoint import (
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    LOG_FILE,
+    OPTIMIZER_FILE,
+    OPTIMIZER_STRUCTURE_FILE,
+    PROGRESS_FILE,
+    RNG_FILE,
+    STATE_FILE,
+    STEP_PREFIX,
+    latest_train_state,
+    read_state,
+    recover_checkpoint,
+    resume_state_name,
+    step_folders,
+)
 
-
-def recover_checkpoint(out_dir: Path) -> str | None:
-    """Finish a checkpoint swap a crash interrupted (`contracts.atomic.recover_dir`)."""
-    return recover_dir(out_dir)
+STATE_PREFIX = STEP_PREFIX  # the name it had here
 
 
 def _write_log(path: Path, log_rows: list[dict[str, float]]) -> None:
@@ -117,21 +125,15 @@ def save_train_state(state_root: Path, step: int, model, optimizer, scheduler, p
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
         save_file(tensors, str(tmp / OPTIMIZER_FILE))
-        (tmp / "optimizer.json").write_text(json.dumps(structure))
+        (tmp / OPTIMIZER_STRUCTURE_FILE).write_text(json.dumps(structure))
         (tmp / RNG_FILE).write_text(json.dumps(rng_state()))
         (tmp / PROGRESS_FILE).write_text(json.dumps({**progress, "step": step}, indent=1))
 
-    out = atomic_dir(state_root / f"{STATE_PREFIX}{step:06d}", write)
-    for older in state_root.glob(f"{STATE_PREFIX}*"):
+    out = atomic_dir(state_root / resume_state_name(step), write)
+    for older in step_folders(state_root):
         if older != out and older.is_dir():
             shutil.rmtree(older, ignore_errors=True)
     return out
-
-
-def latest_train_state(state_root: Path) -> Path | None:
-    """The newest complete state folder (temporary folders start with a dot and are ignored)."""
-    candidates = sorted(p for p in Path(state_root).glob(f"{STATE_PREFIX}*") if (p / PROGRESS_FILE).is_file())
-    return candidates[-1] if candidates else None
 
 
 def load_train_state(state_dir: Path, model, optimizer, scheduler) -> dict[str, Any]:
@@ -139,12 +141,12 @@ def load_train_state(state_dir: Path, model, optimizer, scheduler) -> dict[str, 
     from peft import set_peft_model_state_dict
 
     state_dir = Path(state_dir)
-    adapter = load_file(str(state_dir / ADAPTER_DIR / "adapter_model.safetensors"))
+    adapter = load_file(str(state_dir / ADAPTER_DIR / ADAPTER_WEIGHTS))
     result = set_peft_model_state_dict(model, adapter)
     unexpected = getattr(result, "unexpected_keys", [])
     if unexpected:
         raise ValueError(f"{state_dir}: adapter does not match the model (unexpected keys {unexpected[:3]}...)")
-    structure = json.loads((state_dir / "optimizer.json").read_text())
+    structure = json.loads((state_dir / OPTIMIZER_STRUCTURE_FILE).read_text())
     tensors = load_file(str(state_dir / OPTIMIZER_FILE))
     optimizer.load_state_dict(_unflatten(structure["optimizer"], tensors))
     if scheduler is not None and structure["scheduler"] is not None:
@@ -153,8 +155,8 @@ def load_train_state(state_dir: Path, model, optimizer, scheduler) -> dict[str, 
     return json.loads((state_dir / PROGRESS_FILE).read_text())
 
 
-def read_state(checkpoint_dir: Path) -> dict[str, Any]:
-    path = Path(checkpoint_dir) / STATE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{checkpoint_dir}: no {STATE_FILE} (not a groupwise checkpoint)")
-    return json.loads(path.read_text())
+__all__ = [
+    "ADAPTER_DIR", "LOG_FILE", "OPTIMIZER_FILE", "PROGRESS_FILE", "RNG_FILE", "STATE_FILE", "STATE_PREFIX",
+    "latest_train_state", "load_train_state", "read_state", "recover_checkpoint", "rng_state", "save_checkpoint",
+    "save_train_state", "set_rng_state",
+]  # fmt: skip

@@ -19,6 +19,8 @@ from typing import Any, Sequence, TypeVar
 import torch
 import torch.distributed as dist
 
+from components.config import ParamsError
+
 T = TypeVar("T")
 
 
@@ -39,7 +41,7 @@ class DistContext:
     def shard(self, items: Sequence[T]) -> list[T]:
         """This rank's contiguous block of whole items (groups); every rank gets the same count."""
         if len(items) % self.world_size:
-            raise ValueError(
+            raise ParamsError(
                 f"{len(items)} groups per step cannot be split evenly over {self.world_size} ranks: "
                 "make train.groups_per_step a multiple of the number of processes"
             )

@@ -27,7 +27,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from components.config import Params, RolloutConfig
+from components.config import Params, ParamsError, RolloutConfig
+from components.contracts.checkpoint import CheckpointLayout
+from components.contracts.errors import UserError
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 from components.generation.sampling import SamplingConfig
@@ -40,13 +42,20 @@ from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
-from components.plugins import check_registered_names
 from components.rewards import compute_rewards
 
 StepCallback = Callable[[int, dict[str, float]], None]
 RolloutCallback = Callable[[int, list[dict]], None]
 
-__all__ = ["TrainResult", "TrainingError", "train", "group_schedule", "seed_everything"]
+__all__ = ["TrainResult", "TrainingError", "ResumeError", "NoResumeStateError", "train", "group_schedule", "seed_everything"]
+
+
+class ResumeError(UserError, ValueError):
+    """`--resume` cannot continue: the saved state was made for another model, params or groups."""
+
+
+class NoResumeStateError(ResumeError, FileNotFoundError):
+    """`--resume` found no saved training state."""
 
 
 @dataclass
@@ -74,7 +83,7 @@ def group_schedule(
 ) -> list[list[PromptGroup]]:
     """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step)."""
     if not groups:
-        raise ValueError("no training groups: check params.train.tasks and the train split")
+        raise ParamsError("no training groups: check params.train.tasks and the train split")
     rng = random.Random(seed)
     order: list[PromptGroup] = []
     while len(order) < per_step * steps:
@@ -182,8 +191,8 @@ def _lr_scheduler(optimizer, params: Params):
 
 
 def snapshot_dir(checkpoint_dir: Path, step: int) -> Path:
-    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-<step>."""
-    return Path(checkpoint_dir).parent / "snapshots" / f"step-{step:05d}"
+    """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-NNNNN."""
+    return CheckpointLayout.beside(checkpoint_dir).snapshot(step)
 
 
 def _final_state(params: Params, base_model_dir: Path, steps: int, samples: int, seconds: float, start_step: int,
@@ -222,13 +231,14 @@ def train(
 
     `state_dir` (default: `<checkpoint_dir>/../resume`) holds the newest resumable state;
     `resume=True` continues from it (and refuses a state written for another configuration).
+    The caller has loaded `reward.plugins` and checked the names params give
+    (`components.plugins.check_registered_names`, as `flows.steps.train` does on every rank).
     """
-    check_registered_names(params)
     check_answer_clustering(groups, params.train.advantage)
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
     checkpoint_dir = Path(checkpoint_dir)
-    state_dir = Path(state_dir) if state_dir is not None else checkpoint_dir.parent / "resume"
+    state_dir = Path(state_dir) if state_dir is not None else CheckpointLayout.beside(checkpoint_dir).resume
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
@@ -250,10 +260,13 @@ def train(
     if resume:
         latest = latest_train_state(state_dir)
         if latest is None:
-            raise FileNotFoundError(f"{state_dir}: no resumable training state to resume from")
-        progress = load_train_state(latest, model, optimizer, scheduler)
+            raise NoResumeStateError(f"{state_dir}: no resumable training state to resume from")
+        try:
+            progress = load_train_state(latest, model, optimizer, scheduler)
+        except ValueError as exc:  # weights or optimizer of another model or LoRA shape
+            raise ResumeError(f"{latest}: does not fit this model and configuration ({exc}); train without --resume") from exc
         if progress.get("fingerprint") != fingerprint:
-            raise ValueError(
+            raise ResumeError(
                 f"{latest}: written for another configuration (fingerprint {progress.get('fingerprint')} != "
                 f"{fingerprint}); train without --resume, or restore the params and groups it was made with"
             )

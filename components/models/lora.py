@@ -7,9 +7,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from components.config import LoraConfig
+from components.contracts.checkpoint import ADAPTER_WEIGHTS
+from components.contracts.errors import UserError
 
 if TYPE_CHECKING:
     import torch
+
+
+class AdapterError(UserError, ValueError):
+    """A folder given as a LoRA adapter is not a usable one (the message names the file and why)."""
+
+
+class AdapterNotFoundError(AdapterError, FileNotFoundError):
+    """A folder given as a LoRA adapter lacks the adapter's files."""
 
 
 def attach_lora(model, cfg: LoraConfig):
@@ -32,8 +42,8 @@ def load_adapter(model, adapter_dir: Path):
     from peft import PeftModel
 
     adapter_dir = Path(adapter_dir)
-    if not (adapter_dir / "adapter_model.safetensors").is_file():
-        raise FileNotFoundError(f"{adapter_dir}: no adapter_model.safetensors (not a LoRA checkpoint)")
+    if not (adapter_dir / ADAPTER_WEIGHTS).is_file():
+        raise AdapterNotFoundError(f"{adapter_dir}: no {ADAPTER_WEIGHTS} (not a LoRA checkpoint)")
     peft_model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=False, use_safetensors=True)
     peft_model.eval()
     return peft_model

@@ -11,12 +11,17 @@ tiny dimensions, for fast tests.
 `source: hf` takes a user's own causal LM in Hugging Face format: a local folder (`model.path`) or a
 model id found in the local HF cache (`model.id`; nothing is downloaded, `HF_HUB_OFFLINE` stays on).
 Safetensors only, never remote code; it must have a chat template and the LoRA target modules.
+
+The weights are checked against the SHA-256 recorded at provisioning before they are used
+(`verified_base_model`): a truncated or changed `model.safetensors` is refused in one line naming
+the file, and `groupwise prepare-model` rebuilds it from its source.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +31,7 @@ from components.config import ModelConfig
 from components.hashing import file_sha256, files_sha256
 
 PROVENANCE_FILE = "groupwise_model.json"
+WEIGHTS_FILE = "model.safetensors"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16"}
 
 
@@ -172,12 +178,75 @@ def read_provenance(model_dir: Path) -> ModelProvenance | None:
         return None  # written by an older groupwise: rebuild
 
 
+_HASHED: dict[tuple, str] = {}  # file identity -> SHA-256: see `weights_sha256`
+
+
+def _identity(path: Path) -> tuple:
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """SHA-256 of `model_dir`/model.safetensors, hashed once per process and version of the file.
+
+    Hashing the 135M model's 540 MB costs ~1 s; every step reads the weights several times
+    (provenance check, load, evaluation binding), so the digest is kept under the file's identity
+    (path, inode, size, mtime, ctime). Any write to the file changes its ctime, so a file changed
+    since is hashed again.
+    """
+    path = Path(model_dir) / WEIGHTS_FILE
+    key = _identity(path)
+    if key not in _HASHED:
+        _HASHED[key] = file_sha256(path)
+    return _HASHED[key]
+
+
+def weights_mismatch(model_dir: Path, provenance: ModelProvenance) -> str | None:
+    """Why `model_dir`'s weights are not the ones `provenance` recorded (None: they are)."""
+    weights = Path(model_dir) / WEIGHTS_FILE
+    if not weights.is_file():
+        return f"{weights}: missing"
+    actual = weights_sha256(model_dir)
+    if actual == provenance.weights_sha256:
+        return None
+    return (
+        f"{weights}: SHA-256 {actual[:12]}, not the {provenance.weights_sha256[:12]} recorded in {PROVENANCE_FILE} "
+        "(truncated or changed since it was provisioned)"
+    )
+
+
+def verified_base_model(model_dir: Path) -> ModelProvenance:
+    """The provenance of a provisioned base model whose weights are the ones it records; else
+    ModelProvisionError naming the folder or file and the fix (`groupwise prepare-model`)."""
+    model_dir = Path(model_dir)
+    provenance = read_provenance(model_dir)
+    if provenance is None:
+        raise ModelProvisionError(
+            f"{model_dir}: not a provisioned base model (no {PROVENANCE_FILE}); "
+            "run `groupwise prepare-model` first"
+        )
+    if reason := weights_mismatch(model_dir, provenance):
+        raise ModelProvisionError(f"{reason}; run `groupwise prepare-model` to rebuild it from its source")
+    return provenance
+
+
 def prepare_base_model(
-    cfg: ModelConfig, out_dir: Path, seed: int, root: Path = Path("."), lora_targets: list[str] | None = None
+    cfg: ModelConfig,
+    out_dir: Path,
+    seed: int,
+    root: Path = Path("."),
+    lora_targets: list[str] | None = None,
+    say: Callable[[str], None] = print,
 ) -> ModelProvenance:
     """Write the base model (safetensors + tokenizer + provenance) to `out_dir`, atomically.
 
-    Reuses an existing folder whose provenance matches the requested source, weights and dtype.
+    Reuses an existing folder whose provenance matches the requested source, weights and dtype and
+    whose model.safetensors still has the recorded SHA-256. A folder whose weights were truncated or
+    changed is rebuilt (saying so to `say`) rather than refused: it is derived data, made by this
+    function from a source that is still here (the embedded GGUF, the seeded tiny spec, or the hf
+    origin whose hash is part of the spec), and asking for the model is what `prepare-model` means.
+    The same spec gives the same weights, so adapters trained on the intact folder match the rebuilt
+    one; if they did not, evaluation and registration would refuse them by the recorded hash.
     `lora_targets` (``lora.target_modules``) are checked against the model's modules.
     """
     import torch
@@ -198,8 +267,11 @@ def prepare_base_model(
     if cfg.source == "tiny":
         spec.update(tiny=cfg.tiny.model_dump(), seed=seed)
     existing = read_provenance(out_dir)
-    if existing is not None and existing.spec == spec and (out_dir / "model.safetensors").is_file():
-        return existing
+    if existing is not None and existing.spec == spec:
+        reason = weights_mismatch(out_dir, existing)
+        if reason is None:
+            return existing
+        say(f"{reason}: rebuilt from its source ({cfg.source})")
 
     if cfg.source == "hf":
         model, tokenizer, _ = _load_hf(hf_folder)
@@ -235,26 +307,31 @@ def prepare_base_model(
         made.append(provenance)
 
     atomic_dir(out_dir, write)  # never a moment without a complete base model folder
+    _HASHED[_identity(out_dir / WEIGHTS_FILE)] = made[0].weights_sha256  # hashed in `write`: the same file, renamed
     return made[0]
 
 
 def load_base_model(model_dir: Path, dtype: str = "float32"):
-    """Load (model, tokenizer) from a provisioned folder: safetensors only, no remote code."""
+    """Load (model, tokenizer) from a provisioned folder whose weights have their recorded SHA-256
+    (`verified_base_model`): safetensors only, no remote code."""
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = Path(model_dir)
-    if read_provenance(model_dir) is None:
-        raise ModelProvisionError(
-            f"{model_dir}: not a provisioned base model (no {PROVENANCE_FILE}); "
-            "run `groupwise prepare-model` first"
-        )
+    verified_base_model(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=getattr(torch, _DTYPES[dtype]), use_safetensors=True, trust_remote_code=False
-    )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=getattr(torch, _DTYPES[dtype]), use_safetensors=True, trust_remote_code=False
+        )
+    except SafetensorError as exc:  # e.g. a provenance file rewritten to vouch for a broken file
+        raise ModelProvisionError(
+            f"{model_dir / WEIGHTS_FILE}: the weights do not load ({str(exc).splitlines()[0]}); "
+            "run `groupwise prepare-model` to rebuild them"
+        ) from exc
     model.eval()
     return model, tokenizer

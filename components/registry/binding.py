@@ -8,8 +8,10 @@ retrained (or truncated) since, another base model or other evaluation params ar
 with the differing field named.
 
 What a registered version was built from is recorded with it too: `version_provenance` (group
-files, params, code) and `registration_fingerprint` (adapter and metrics.json, the key that makes
-registration idempotent), both as version tags (`components.contracts.version_tags`).
+files and the training data's size, params hash, code), `version_params` (the training-relevant
+params, `RECORDED_PARAMS`) and `registration_fingerprint` (adapter and metrics.json, the key that
+makes registration idempotent), all as version tags (`components.contracts.version_tags`), so a
+version's model card needs no run of the tracking server.
 """
 
 from __future__ import annotations
@@ -22,13 +24,29 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from components.config import Params
+from components.contracts.checkpoint import adapter_files
 from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.contracts.version_tags import Provenance
-from components.hashing import file_sha256, files_sha256
+from components.hashing import files_sha256
+from components.models.provision import weights_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
 EVALUATION_SECTIONS = {"seed", "model", "data", "eval", "reward"}
+# the params recorded with a registered version (`version_params`), from the register step's params:
+# the evaluation's sections are those metrics.json was judged with (`check_evaluated`), train and lora
+# those of params.yaml at registration, like `params.hash`; a mapping (reward.weights) key by key
+RECORDED_PARAMS = (
+    "seed",
+    "model.source", "model.id", "model.path", "model.gguf_file", "model.dtype",
+    "lora.r", "lora.lora_alpha", "lora.dropout", "lora.target_modules",
+    "train.tasks", "train.domains", "train.steps", "train.groups_per_step", "train.samples_per_prompt",
+    "train.max_new_tokens", "train.temperature", "train.lr", "train.lr_scheduler", "train.loss_type",
+    "train.policy_loss", "train.beta", "train.epsilon_low", "train.epsilon_high", "train.num_iterations",
+    "train.advantage.estimator", "train.advantage.scale", "train.rollout.engine",
+    "reward.weights", "reward.entropy_scope", "reward.entropy_max_words",
+    "eval.samples_per_prompt", "eval.temperature", "eval.max_new_tokens", "eval.significance_level",
+)  # fmt: skip
 METRICS_KEY = "evaluated"  # the summary's field (`EvaluationSummary.evaluated`)
 
 
@@ -48,7 +66,7 @@ def check_adapter_loads(adapter: Path) -> None:
     """
     from safetensors import SafetensorError, safe_open
 
-    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    config, weights = adapter_files(adapter)
     for path in (config, weights):
         if not path.is_file():
             raise BindingError(f"{path}: missing checkpoint (no trained adapter here; run `groupwise train`)")
@@ -74,7 +92,7 @@ class EvaluationBinding:
     def of(cls, params: Params, adapter: Path | None) -> "EvaluationBinding":
         return cls(
             adapter_sha256=None if adapter is None else files_sha256([p for p in adapter.iterdir() if p.is_file()]),
-            base_weights_sha256=file_sha256(params.paths.base_model / "model.safetensors"),
+            base_weights_sha256=weights_sha256(params.paths.base_model),  # hashed once per process
             params_sha256=evaluation_params_sha256(params),
         )
 
@@ -151,13 +169,40 @@ def dvc_md5(folder: Path) -> str:
 
 def version_provenance(params: Params) -> Provenance:
     """What a registered version is built from: the group files (this hasher's digest and DVC's
-    md5), the params and the code."""
+    md5), how many groups and prompts of them `train` selects (not recorded without group files),
+    the params and the code."""
+    from components.data.selection import training_groups
+
+    try:
+        groups = training_groups(params.paths.groups, params.train)
+    except FileNotFoundError:
+        groups = None
     return Provenance(
         data_sha256=files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
         data_dvc_md5=dvc_md5(params.paths.groups),
         params_hash=params_hash(params),
         git_commit=git_commit(params.root),
+        train_groups=None if groups is None else len(groups),
+        train_prompts=None if groups is None else sum(len(g.members) for g in groups),
     )
+
+
+def version_params(params: Params) -> dict[str, str]:
+    """`RECORDED_PARAMS` as version tags record them: dotted path -> the value, a string as is and
+    anything else as JSON ('0.0002', '["q_proj", "v_proj"]', 'null'); a mapping key by key
+    ('reward.weights.stability'). KeyError names a recorded path the params do not have."""
+    from components.tracking.runs import flatten
+
+    dump, out = params.model_dump(mode="json"), {}
+    for path in RECORDED_PARAMS:
+        value = dump
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(f"RECORDED_PARAMS: params have no field {path!r}")
+            value = value[part]
+        for key, leaf in flatten({path: value}).items():
+            out[key] = leaf if isinstance(leaf, str) else json.dumps(leaf)
+    return out
 
 
 def registration_fingerprint(adapter: Path, metrics_path: Path) -> str:

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from components.config import GateConfig
 from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, finite_numbers, leaves
-from components.contracts.version_tags import NO_CHAMPION, Provenance, VersionTags
+from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, GateDetail, Provenance, VersionTags
 
 _SLACK = 1e-12
 _MISSING = object()
@@ -143,21 +143,21 @@ class GateDecision:
         out = {}
         for r in self.results:
             if isinstance(r.value, (int, float)):
-                out[f"gate.{r.name}.value"] = r.value
-            out[f"gate.{r.name}.threshold"] = r.threshold
+                out[f"{GATE_PREFIX}{r.name}.value"] = r.value
+            out[f"{GATE_PREFIX}{r.name}.threshold"] = r.threshold
         return out
 
+    def verdicts(self) -> dict[str, bool]:
+        """Gate name -> passed."""
+        return {r.name: r.passed for r in self.results}
+
+    def details(self) -> dict[str, GateDetail]:
+        """Gate name -> what it measured, its threshold and its reason (as the version records them)."""
+        return {r.name: GateDetail(r.value, r.threshold, r.reason) for r in self.results}
+
     def run_tags(self) -> dict[str, str]:
-        """gate.<name> = pass | fail, and gate.passed, for the register run."""
-        return {**{f"gate.{r.name}": "pass" if r.passed else "fail" for r in self.results}, "gate.passed": str(self.passed).lower()}
-
-
-@dataclass(frozen=True)
-class Champion:
-    """The version that holds the champion alias, with the metrics recorded when it was registered."""
-
-    version: str
-    metrics: dict
+        """gate.<name> = pass | fail, and gate.passed, for the register run (the version tags' encoder)."""
+        return VersionTags(gate_passed=self.passed, gates=self.verdicts()).to_tags()
 
 
 Metrics = EvaluationSummary | Mapping
@@ -542,13 +542,16 @@ def evaluate_gates(metrics: Metrics, gate: GateConfig, champion: Champion | None
 
 
 def registration_tags(decision: GateDecision, champion: Champion | None, summary: EvaluationSummary,
-                      provenance: Provenance) -> VersionTags:  # fmt: skip
-    """The tags a version is registered with: every gate's verdict, the champion it was judged
-    against, the metrics it was judged on and what it was built from."""
+                      provenance: Provenance, params: Mapping[str, str] | None = None) -> VersionTags:  # fmt: skip
+    """The tags a version is registered with: every gate's verdict, value, threshold and reason, the
+    champion it was judged against, the metrics it was judged on, what it was built from and the
+    training-relevant `params` (dotted path -> value, `binding.version_params`)."""
     return VersionTags(
         gate_passed=decision.passed,
-        gates={r.name: r.passed for r in decision.results},
+        gates=decision.verdicts(),
+        gate_details=decision.details(),
         champion_at_registration=champion.version if champion else NO_CHAMPION,
         metrics=summary.numbers(),
         provenance=provenance,
+        params=dict(params or {}),
     )

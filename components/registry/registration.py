@@ -33,8 +33,8 @@ class Registration:
 
 def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: Path, checkpoint: Path) -> Registration:
     """Judge, write the verdict, and register the adapter in `checkpoint` when every gate passes."""
-    from components.grpo.checkpoint import ADAPTER_DIR
-    from components.registry.binding import check_evaluated, registration_fingerprint, version_provenance
+    from components.contracts.checkpoint import ADAPTER_DIR
+    from components.registry.binding import check_evaluated, registration_fingerprint, version_params, version_provenance
     from components.registry.gate import evaluate_gates, registration_tags
     from components.tracking import model_registry
 
@@ -61,7 +61,7 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
             params.paths.base_model,
             reg.model_name,
             reg.alias,
-            registration_tags(decision, reigning, summary, version_provenance(params)),
+            registration_tags(decision, reigning, summary, version_provenance(params), version_params(params)),
             dtype=params.model.dtype,
             package_base_model=reg.package_base_model,
             fingerprint=registration_fingerprint(adapter, metrics_path),

@@ -19,7 +19,7 @@ from components.config import RewardConfig
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import Rollout
 from components.data.normalizers import get_normalizer
-from components.rewards.registry import register_reward
+from components.rewards.registry import RewardInputError, register_reward
 
 INVALID_REWARD = -1.0  # fixed by the GAPO formula, not a tunable knob
 
@@ -27,7 +27,7 @@ INVALID_REWARD = -1.0  # fixed by the GAPO formula, not a tunable knob
 def group_answers(rollouts: list[Rollout], group: PromptGroup) -> list[str | None]:
     """Each completion mapped onto the group's valid set (None: no valid answer)."""
     if not group.valid_answers or not group.answer_normalizer:
-        raise ValueError(f"group {group.group_id}: frequency_aware needs valid_answers and answer_normalizer")
+        raise RewardInputError(f"group {group.group_id}: frequency_aware needs valid_answers and answer_normalizer")
     normalize = get_normalizer(group.answer_normalizer)
     return [normalize(r.completion, group.valid_answers) for r in rollouts]
 
@@ -55,7 +55,7 @@ def correctness(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> floa
     reward, arXiv:2505.12346): `validity` on a task whose valid set has exactly one answer, parsed
     by the group's normaliser (`final_integer` for the arithmetic tasks)."""
     if not group.valid_answers or len(group.valid_answers) != 1:
-        raise ValueError(
+        raise RewardInputError(
             f"group {group.group_id}: correctness needs exactly one valid answer "
             f"(has {len(group.valid_answers or [])}); use validity or frequency_aware for sets"
         )

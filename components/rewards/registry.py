@@ -56,6 +56,10 @@ class RewardError(UserError, FloatingPointError):
     """A reward function returned NaN/inf or the wrong number of values."""
 
 
+class RewardInputError(UserError, ValueError):
+    """A reward in reward.weights cannot score a group: the group lacks what it needs (valid answers)."""
+
+
 def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Total reward (N,) and each reward function's raw values (N,) for a batch of whole groups."""
     n = len(batch.rollouts)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from components.contracts.atomic import atomic_write_text
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, paired_test
 from components.study.machine import machine_label
@@ -192,9 +193,7 @@ def write_diversity_report(name: str, arms_dir: Path, results: Path, arms: dict[
     table.to_csv(results / f"{name}.csv", index=False)
     if not table.empty:
         plot(table, results / f"{name}.png")
-    path = results / f"{name}.md"
     body = render_markdown(name, table, {a: arms[a] for a in arms}, trained_on, command, machines)
     if not table.empty:
         body += f"\n![{name}]({name}.png)\n"
-    path.write_text(body)
-    return path
+    return atomic_write_text(results / f"{name}.md", body)

@@ -3,8 +3,9 @@
 The version is downloaded and checked against its SHA-256 manifest, its base model is found by the
 SHA-256 of its weights (`components.tracking.base_model`), the LoRA deltas are merged into the base
 weights (W ← W + (α/r)·B·A, peft `merge_and_unload`), and the folder gets the tokenizer, the chat
-template and a model card (`README.md`) saying what the model is and why it was registered. The
-folder appears whole or not at all.
+template and a model card (`README.md`, `model_card`) saying what the model is, what it was trained
+on and with, and why it was registered, all read from the version's tags. The folder appears whole
+or not at all (`contracts.atomic.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
+from components.contracts.summary import metric_path
+from components.contracts.version_tags import CHAMPION_AT_REGISTRATION_TAG, GATE_PASSED_TAG, GATE_PREFIX, Provenance, VersionTags
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
+from components.tracking.runs import is_server
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
 CARD_FILE = "README.md"
@@ -45,28 +50,76 @@ def _pyfunc_parts(local: Path) -> tuple[dict[str, Path], dict]:
     return artifacts, dict(flavor.get("config") or flavor.get("model_config") or {})
 
 
-def _table(rows: list[tuple[str, str]]) -> str:
-    return "\n".join(["| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
+def _paths(section: str, *fields: str) -> tuple[str, ...]:
+    return tuple(metric_path(section, field) for field in fields)
 
 
-def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str) -> str:
-    """The model card: base model and its SHA-256, data, params, gates, headline metrics, run link."""
-    tags = dict(version.tags)
-    gates = sorted((k.removeprefix("gate."), v) for k, v in tags.items() if k.startswith("gate.") and k.count(".") == 1)
-    def metric(key: str) -> str:
-        try:
-            return f"{float(tags[f'metric.{key}']):.3g}"
-        except (KeyError, ValueError):
-            return "n/a"
+# the card's headline rows: metrics.json paths (fields of the summary contract, checked on import), "a → b"
+CARD_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gender gap, base → tuned", _paths("consistency", "base_mean_gap", "tuned_mean_gap")),
+    ("relative gap reduction", _paths("consistency", "relative_gap_reduction")),
+    ("q (BH)", _paths("consistency", "q_value")),
+    ("helpfulness, base → tuned", _paths("consistency", "base_helpfulness", "tuned_helpfulness")),
+    ("truncated share, tuned", _paths("consistency", "tuned_truncated_share")),
+    ("validity (diversity tasks), base → tuned", _paths("diversity", "base_validity", "tuned_validity")),
+)
 
-    headline = [
-        ("gender gap, base → tuned", f"{metric('consistency.base_mean_gap')} → {metric('consistency.tuned_mean_gap')}"),
-        ("relative gap reduction", metric("consistency.relative_gap_reduction")),
-        ("q (BH)", metric("consistency.q_value")),
-        ("helpfulness, base → tuned", f"{metric('consistency.base_helpfulness')} → {metric('consistency.tuned_helpfulness')}"),
-        ("truncated share, tuned", metric("consistency.tuned_truncated_share")),
-        ("validity (diversity tasks), base → tuned", f"{metric('diversity.base_validity')} → {metric('diversity.tuned_validity')}"),
-    ]
+
+NOT_RECORDED = "not recorded"  # a field the version's tags lack (registered before it was recorded)
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
+EVALUATED = (("consistency groups", metric_path("consistency", "n_groups")), ("diversity tasks", metric_path("diversity", "n_tasks")))
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...] = ("", "")) -> str:
+    cells = [header, tuple("---" for _ in header), *rows]
+    return "\n".join("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in cells)
+
+
+def _param_order(path: str) -> tuple[int, str]:
+    """Params by section as params.yaml has them (seed, model, lora, train, reward, eval), then by name."""
+    sections = ("seed", "model", "lora", "train", "reward", "eval")
+    section = path.split(".")[0]
+    return (sections.index(section) if section in sections else len(sections), path)
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def run_link(tracking_uri: str, experiment_id: str | None, run_id: str) -> str:
+    """The MLflow UI page of the run: `{uri}/#/experiments/{experiment_id}/runs/{run_id}` on a
+    tracking server; for a local store the run id with the `mlflow ui` command that serves it."""
+    page = f"#/experiments/{experiment_id}/runs/{run_id}" if experiment_id else None
+    if is_server(tracking_uri):
+        return f"{tracking_uri.rstrip('/')}/{page}" if page else f"run `{run_id}` on {tracking_uri} (its experiment was not found)"
+    where = f", then {LOCAL_UI}/{page}" if page else ""
+    return f"run `{run_id}`: `mlflow ui --backend-store-uri {tracking_uri}`{where}"
+
+
+def _gate_rows(record: VersionTags) -> list[tuple[str, ...]]:
+    """One row per gate: verdict, measured value, threshold and reason (not recorded before they were)."""
+    rows = []
+    for name in sorted(record.gates.keys() | record.gate_details.keys()):
+        verdict = {True: "pass", False: "fail", None: NOT_RECORDED}[record.gates.get(name)]
+        detail = record.gate_details.get(name)
+        shown = (_number(detail.value), _number(detail.threshold), detail.reason or NOT_RECORDED) if detail else (NOT_RECORDED,) * 3
+        rows.append((name, verdict, *shown))
+    return rows
+
+
+def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str, experiment_id: str | None = None) -> str:
+    """The model card: base model and its SHA-256, the training data (hashes and size), the params,
+    each gate's verdict, value, threshold and reason, headline metrics, and the MLflow run's link
+    (`run_link`). The version's tags are read through their one decoder (`VersionTags.from_tags`);
+    what a version registered before a field was recorded lacks reads "not recorded"."""
+    record = VersionTags.from_tags(version.tags)
+    recorded = record.gate_tags()
+    verdict = [(key.removeprefix(GATE_PREFIX), recorded[key]) for key in (GATE_PASSED_TAG, CHAMPION_AT_REGISTRATION_TAG) if key in recorded]
+
+    def metric(path: str) -> str:
+        return f"{record.metrics[path]:.3g}" if path in record.metrics else "n/a"
+
+    headline = [(row, " → ".join(metric(path) for path in paths)) for row, paths in CARD_METRICS]
     base = [
         ("source", provenance.get("source", "?")),
         ("origin", provenance.get("origin") or provenance.get("gguf_file") or "?"),
@@ -74,8 +127,17 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("parameters", f"{provenance.get('n_parameters', 0) / 1e6:.1f} M"),
         ("weights SHA-256", f"`{provenance.get('weights_sha256')}`"),
     ]
-    data = [("groups files SHA-256", f"`{tags.get('data.sha256', '?')}`"), ("DVC md5", f"`{tags.get('data.dvc_md5', '?')}`"),
-            ("params hash", f"`{tags.get('params.hash', '?')}`"), ("git commit", f"`{tags.get('git.commit', '?')}`")]  # fmt: skip
+    built_from = record.provenance or Provenance()
+    data = [(row, NOT_RECORDED if value is None else f"`{value}`") for row, value in (
+        ("groups files SHA-256", built_from.data_sha256), ("DVC md5", built_from.data_dvc_md5),
+        ("training groups (train split, train.tasks / train.domains)", built_from.train_groups),
+        ("training prompts (the groups' variants)", built_from.train_prompts),
+        ("params hash", built_from.params_hash), ("git commit", built_from.git_commit))]  # fmt: skip
+    data += [(f"held-out {what} evaluated", f"{record.metrics[path]:g}" if path in record.metrics else NOT_RECORDED) for what, path in EVALUATED]
+    params = [(path, f"`{record.params[path]}`") for path in sorted(record.params, key=_param_order)] or [("params", NOT_RECORDED)]
+    why = [_table(verdict)] if verdict else []
+    if gates := _gate_rows(record):
+        why.append(_table(gates, ("gate", "verdict", "value", "threshold", "reason")))
     return "\n\n".join(
         [
             f"# {name} version {version.version} (merged)",
@@ -84,11 +146,12 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
             "`transformers.AutoModelForCausalLM.from_pretrained(<this folder>)` or `vllm serve <this folder>`.",
             "## Base model\n\n" + _table(base),
             "## Training data and params\n\n" + _table(data),
-            "## Why it was registered\n\n"
-            + _table([(g, v) for g, v in gates] or [("gates", "none recorded")]),
+            "## Params (as registered)\n\n" + _table(params),
+            "## Why it was registered\n\n" + ("\n\n".join(why) or _table([("gates", "none recorded")])),
             "## Headline metrics (held-out groups)\n\n" + _table(headline),
             "## Tracking\n\n"
-            + _table([("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
+            + _table([("MLflow run", run_link(tracking_uri, experiment_id, version.run_id)),
+                      ("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
                       ("model version", f"models:/{name}/{version.version}"),
                       ("exported", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]),  # fmt: skip
         ]
@@ -106,44 +169,54 @@ def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: s
         raise ExportError(f"{out_dir}: exists and is not empty; export into a new folder")
     uri = f"models:/{model_name}/{resolve_version(model_name, version, alias).version}"
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        local, found = download_verified(uri, staging / "version")
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}-", dir=out_dir.parent, ignore_cleanup_errors=True) as staging:
+        local, found = download_verified(uri, Path(staging) / "version")
         artifacts, config = _pyfunc_parts(local)
         expected = expected_weights_sha256(artifacts["provenance"])
-        base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"))
+        base_dir = locate_base_model(expected, packaged=str(artifacts.get("base_model") or ""), recorded=config.get("base_model_dir"),
+                                     provenance_file=artifacts["provenance"])  # fmt: skip
         dtype = dtype or config.get("dtype", "float32")
-        merged = staging / "merged"
-        merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
-        for name in TOKENIZER_FILES:
-            if (base_dir / name).is_file():
-                shutil.copy2(base_dir / name, merged / name)
         provenance = json.loads(artifacts["provenance"].read_text())
-        (merged / CARD_FILE).write_text(model_card(model_name, found, provenance, tracking_uri, dtype))
-        (merged / EXPORT_FILE).write_text(json.dumps(
-            {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
-             "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
-        if out_dir.exists():
-            out_dir.rmdir()  # empty (checked above)
-        merged.rename(out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        card = model_card(model_name, found, provenance, tracking_uri, dtype, _experiment_id(found.run_id))
+
+        def write(merged: Path) -> None:
+            merge_adapter(base_dir, artifacts["adapter"], merged, dtype)
+            for name in TOKENIZER_FILES:
+                if (base_dir / name).is_file():
+                    shutil.copy2(base_dir / name, merged / name)
+            (merged / CARD_FILE).write_text(card)
+            (merged / EXPORT_FILE).write_text(json.dumps(
+                {"model_name": model_name, "version": str(found.version), "run_id": found.run_id, "tracking_uri": tracking_uri,
+                 "base_weights_sha256": expected, "dtype": dtype, "tags": dict(found.tags)}, indent=2, sort_keys=True))  # fmt: skip
+
+        atomic_dir(out_dir, write)  # out_dir is absent or empty (checked above)
     return ExportedModel(out_dir, model_name, str(found.version), expected)
 
 
+def _experiment_id(run_id: str | None) -> str | None:
+    """The experiment of the version's run (for its link), or None when the tracking store lacks it."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return MlflowClient().get_run(run_id).info.experiment_id if run_id else None
+    except MlflowException:
+        return None
+
+
 def resolve_version(model_name: str, version: str | None = None, alias: str | None = None):
-    """The registered `ModelVersion` a --version or --alias names (ValueError when there is none)."""
+    """The registered `ModelVersion` a --version or --alias names (ExportError when there is none)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     if (version is None) == (alias is None):
-        raise ValueError("give exactly one of --version or --alias")
+        raise ExportError("give exactly one of --version or --alias")
     try:
         client = MlflowClient()
         return client.get_model_version_by_alias(model_name, alias) if alias else client.get_model_version(model_name, version)
     except MlflowException as exc:
         what = f"alias @{alias}" if alias else f"version {version}"
-        raise ValueError(f"{model_name}: no {what} in the model registry ({exc.error_code})") from None
+        raise ExportError(f"{model_name}: no {what} in the model registry ({exc.error_code})") from None
 
 
 def export_for_serving(model_name: str, exports_dir: Path, tracking_uri: str, version: str | None = None,

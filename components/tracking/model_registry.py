@@ -31,6 +31,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,13 +41,14 @@ from components.contracts.errors import UserError
 from components.contracts.version_tags import (
     FINGERPRINT_TAG,
     NO_CHAMPION,
+    Champion,
+    PromotionCheck,
     PromotionRecord,
     RollbackRecord,
+    Verdict,
     VersionTags,
 )
 from components.models.provision import PROVENANCE_FILE
-from components.registry.gate import Champion, GateDecision
-from components.registry.promotion import promotion_check
 from components.tracking.manifest import manifest_of, manifest_tags, verify
 
 ENTRY_POINT = Path(__file__).with_name("pyfunc_entry.py")
@@ -59,6 +61,10 @@ HISTORY_LIMIT = 50
 
 class PromotionError(UserError, ValueError):
     """A promotion or rollback that cannot be done as asked (the message says why)."""
+
+
+class RegistryLockError(UserError, TimeoutError):
+    """Another process held the registry lock of a model longer than registry.lock_timeout_seconds."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ class PromotionResult:
     version: str
     previous: str | None
     forced: bool
-    check: GateDecision | None = None
+    check: Verdict | None = None
     history: list[str] = field(default_factory=list)
 
 
@@ -124,14 +130,23 @@ def lock_path(tracking_uri: str, model_name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"groupwise-registry-{key}.lock"
 
 
+@contextmanager
 def registry_lock(model_name: str, timeout: float):
-    """Inter-process lock serialising alias updates of `model_name` on the current tracking URI."""
+    """Inter-process lock serialising alias updates of `model_name` on the current tracking URI;
+    `RegistryLockError` when another process holds it longer than `timeout` seconds."""
     import mlflow
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     path = lock_path(mlflow.get_registry_uri(), model_name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(path), timeout=timeout)
+    try:
+        lock = FileLock(str(path), timeout=timeout).acquire()
+    except Timeout as exc:  # kept as the cause: a flow retries it (`runs.is_transient`)
+        raise RegistryLockError(
+            f"{exc} (another process is updating {model_name} in the registry; registry.lock_timeout_seconds = {timeout:g})"
+        ) from exc
+    with lock:
+        yield
 
 
 def _version_by_alias(client, name: str, alias: str):
@@ -150,7 +165,7 @@ def champion(model_name: str, champion_alias: str = "champion") -> Champion | No
     version = _version_by_alias(_client(), model_name, champion_alias)
     if version is None:
         return None
-    return Champion(str(version.version), VersionTags.from_tags(version.tags).metrics_tree())
+    return Champion.of(version.version, version.tags)
 
 
 def find_version(model_name: str, fingerprint: str):
@@ -259,7 +274,7 @@ def _history(client, name: str) -> list[str]:
 def promote(
     model_name: str,
     version: str,
-    gate,
+    promotion_check: PromotionCheck,
     reason: str = "",
     force: bool = False,
     champion_alias: str = "champion",
@@ -268,9 +283,11 @@ def promote(
 ) -> PromotionResult:
     """Move `champion_alias` to `version`; the old champion gets `previous_alias`.
 
-    Refuses a version whose registration gates did not pass (tag `gate.passed`) or that is worse than
-    the current champion by more than the gate's margins, unless `force` with a `reason`. Who, when,
-    why and the previous champion are recorded as tags of the promoted version."""
+    `promotion_check(tags, reigning champion)` is the registry's policy
+    (`components.registry.promotion.promotion_check` with the gate thresholds): it refuses a version
+    whose registration gates did not pass (tag `gate.passed`) or that is worse than the current
+    champion by more than the gate's margins; a refusal stands unless `force` with a `reason`. Who,
+    when, why and the previous champion are recorded as tags of the promoted version."""
     from mlflow.exceptions import MlflowException
 
     if force and not reason.strip():
@@ -286,8 +303,8 @@ def promote(
         previous = str(current.version) if current is not None else None
         if previous == version:
             raise PromotionError(f"{model_name} version {version} is already @{champion_alias}")
-        reigning = Champion(previous, VersionTags.from_tags(current.tags).metrics_tree()) if current is not None else None
-        check = promotion_check(VersionTags.from_tags(target.tags), reigning, gate)
+        reigning = Champion.of(previous, current.tags) if current is not None else None
+        check = promotion_check(VersionTags.from_tags(target.tags), reigning)
         if not check.passed and not force:
             raise PromotionError(
                 f"{model_name} version {version} refused: " + "; ".join(check.reasons())

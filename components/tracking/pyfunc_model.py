@@ -4,8 +4,9 @@
 completion per prompt (chat template applied; greedy unless `params` set a temperature). A prompt
 may also be a chat: a JSON list of {"role", "content"} messages (`chat_messages`).
 The base model is loaded from the packaged `base_model` artifact when present, else from the
-`$GROUPWISE_BASE_MODEL_DIR`, else from the folder recorded at registration: the first whose weights
-hash to the SHA-256 recorded at registration (`components.tracking.base_model`).
+`$GROUPWISE_BASE_MODEL_DIR`, else from the folder recorded at registration, else (an `hf` base named
+by id) from the local Hugging Face cache: the first whose weights hash to the SHA-256 recorded at
+registration (`components.tracking.base_model`).
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
         from components.tracking.base_model import expected_weights_sha256, locate_base_model
 
         # the weights themselves are hashed, not the SHA-256 their folder claims (~1 s for the 135M's 540 MB)
+        provenance = Path(context.artifacts["provenance"])
         base_dir = locate_base_model(
-            expected_weights_sha256(Path(context.artifacts["provenance"])),
+            expected_weights_sha256(provenance),
             packaged=context.artifacts.get("base_model"),
             recorded=context.model_config.get("base_model_dir"),
+            provenance_file=provenance,
         )
         model, self.tokenizer = load_base_model(Path(base_dir), context.model_config.get("dtype", "float32"))
         self.model = load_adapter(model, Path(context.artifacts["adapter"]))

@@ -29,11 +29,14 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from components.contracts.naming import UnknownNameError
 from components.data.io import TASKS, iter_jsonl
+from components.data.normalizers import aliases, get_normalizer
 from components.data.schema import Member, PromptGroup
 
 GROUP_FIELDS = tuple(PromptGroup.model_fields)
 MEMBER_FIELDS = tuple(Member.model_fields)
+DEFAULT_NORMALIZER = "casefold_match"  # a diversity task that names none (as evaluation reads it)
 ALLOWED_CONTROL = "\n\t"  # line breaks and tabs are text; every other Unicode Cc character is not
 
 
@@ -118,11 +121,33 @@ def empty_ids(row: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
     return [name for name in fields if isinstance(row.get(name), str) and not row[name].strip()]
 
 
-def duplicate_answers(answers: list[Any]) -> list[str]:
-    """Valid answers (aliases split on ``|``, case and spaces folded) listed more than once: each
-    would count twice in the frequency-aware (GAPO) reward's uniform target."""
-    keys = Counter(" ".join(alias.casefold().split()) for a in answers if isinstance(a, str) for alias in a.split("|"))
-    return sorted(k for k, n in keys.items() if n > 1 and k)
+def _fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def duplicate_answers(answers: list[Any], normalizer: Any = DEFAULT_NORMALIZER) -> list[str]:
+    """Valid answers listed more than once: each would count twice in the frequency-aware (GAPO)
+    reward's uniform target, and the task's normaliser never returns the second.
+
+    Two kinds: the same spelling (aliases split on ``|``, case and spaces folded), listed as the
+    folded spelling (``'red'``); and a spelling that the task's registered answer `normalizer`
+    reads as another entry (``integer``: "07" is 7), listed as ``'07 = 7 (integer)'``. An unknown
+    normaliser name is its own rule's failure: only the first kind is checked then.
+    """
+    keys = Counter(_fold(alias) for a in answers if isinstance(a, str) for alias in a.split("|"))
+    found = sorted(k for k, n in keys.items() if n > 1 and k)
+    name = normalizer if isinstance(normalizer, str) else DEFAULT_NORMALIZER
+    try:
+        read = get_normalizer(name)
+    except UnknownNameError:
+        return found
+    entries = [a for a in answers if isinstance(a, str) and a.strip()]
+    for entry in entries:
+        for spelling in aliases(entry):
+            other = read(spelling, entries)
+            if other is not None and other != entry and _fold(spelling) not in found:
+                found.append(f"{spelling} = {other} ({name})")
+    return found
 
 
 def _read_rows(path: Path) -> list[tuple[int, Any, str | None]]:
@@ -190,9 +215,9 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["diversity_n_valid_answers"] = (
         sum(isinstance(a, str) and bool(a.strip()) for a in answers) if is_diversity else None
     )
-    record["diversity_duplicate_answers"] = duplicate_answers(answers) if is_diversity else None
-    record["diversity_n_duplicate_answers"] = len(record["diversity_duplicate_answers"]) if is_diversity else None
     normalizer = row.get("answer_normalizer")
+    record["diversity_duplicate_answers"] = duplicate_answers(answers, normalizer) if is_diversity else None
+    record["diversity_n_duplicate_answers"] = len(record["diversity_duplicate_answers"]) if is_diversity else None
     record["diversity_normalizer"] = (
         (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
     )

@@ -40,7 +40,8 @@ RULES: dict[str, str] = {
     "diversity_has_valid_answers": "a diversity task has a non-empty set of valid answers",
     "diversity_normalizer_registered": "a diversity task names a registered answer normaliser",
     "valid_answers_distinct": "a diversity task lists each valid answer once (aliases split on '|', case and "
-    "spaces folded): a duplicate counts twice in the frequency-aware reward",
+    "spaces folded, and as its answer normaliser reads them: integer '07' is '7'): a duplicate counts twice in "
+    "the frequency-aware reward",
     "members_within_max": "a group has at most data.max_variants_per_group members",
     "prompt_tokens_within_max": "a member's text has at most data.max_prompt_tokens tokens (the base model's "
     "tokenizer; checked once the model is prepared)",

@@ -20,6 +20,7 @@ import pandas as pd
 from components.config import DataConfig
 from components.data.io import TASKS, groups_file
 from components.data.normalizers import normalizer_names
+from components.hashing import files_sha256
 from components.validation.flatten import GroupTables, flatten_groups
 from components.validation.report import (
     GroupValidationError,
@@ -172,14 +173,8 @@ def _file_counts(tables: GroupTables) -> dict[str, dict[str, int]]:
 
 
 def groups_sha256(groups_dir: Path) -> str:
-    """One digest over the groups files (name and bytes; a missing file counts as absent)."""
-    digest = hashlib.sha256()
-    for task in TASKS:
-        path = groups_file(Path(groups_dir), task)
-        digest.update(f"{path.name}:{path.stat().st_size if path.is_file() else -1}:".encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    """One digest over the groups files (name, size and bytes; a missing file counts as absent)."""
+    return files_sha256([groups_file(Path(groups_dir), task) for task in TASKS], absent_ok=True)
 
 
 def rule_settings(data_cfg: DataConfig) -> dict[str, Any]:

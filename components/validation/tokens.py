@@ -8,9 +8,10 @@ control tokens inside the chat template). Both need the real tokenizer, which ex
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from components.hashing import file_sha256
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -18,7 +19,7 @@ TOKENIZER_FILE = "tokenizer.json"
 def tokenizer_sha256(model_dir: Path | None) -> str | None:
     """SHA-256 of the folder's tokenizer.json (None: no tokenizer there)."""
     path = None if model_dir is None else Path(model_dir) / TOKENIZER_FILE
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None and path.is_file() else None
+    return file_sha256(path) if path is not None and path.is_file() else None
 
 
 @dataclass(frozen=True)

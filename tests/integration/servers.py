@@ -111,25 +111,30 @@ def postgres_server() -> Iterator[str]:
 
 
 @contextmanager
+def http_server(argv: list[str], health_url: str, log: Path, env: dict[str, str]) -> Iterator[None]:
+    """Run `argv` in its own process group (output to `log`) until the block ends; enter the block
+    once `health_url` answers 200."""
+    with log.open("w") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_http(health_url, proc, 120, log)
+        yield
+    finally:
+        stop(proc)
+
+
+@contextmanager
 def mlflow_server(backend_uri: str, artifacts: Path, port: int | None = None) -> Iterator[str]:
     """`mlflow server` on loopback (artifacts proxied through the server); yields its URL."""
     port = port or free_port()
-    log = artifacts.parent / f"mlflow-server-{port}.log"
     artifacts.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [str(BIN / "mlflow"), "server", "--host", LOOPBACK, "--port", str(port), "--workers", "1",
-             "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts)],
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-            # no background job runner (GenAI jobs): 5 idle worker processes this suite does not use
-            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        )  # fmt: skip
     url = f"http://{LOOPBACK}:{port}"
-    try:
-        wait_http(f"{url}/health", proc, 120, log)
+    argv = [str(BIN / "mlflow"), "server", "--host", LOOPBACK, "--port", str(port), "--workers", "1",
+            "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts)]  # fmt: skip
+    # no background job runner (GenAI jobs): 5 idle worker processes this suite does not use
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with http_server(argv, f"{url}/health", artifacts.parent / f"mlflow-server-{port}.log", env):
         yield url
-    finally:
-        stop(proc)
 
 
 @contextmanager
@@ -137,7 +142,6 @@ def prefect_server(home: Path, env: dict[str, str] | None = None) -> Iterator[st
     """`prefect server start` on loopback with its own PREFECT_HOME; yields PREFECT_API_URL."""
     port = free_port()
     home.mkdir(parents=True, exist_ok=True)
-    log = home / "server.log"
     server_env = {
         **os.environ,
         "PREFECT_HOME": str(home),
@@ -148,17 +152,10 @@ def prefect_server(home: Path, env: dict[str, str] | None = None) -> Iterator[st
         **(env or {}),
     }
     server_env.pop("PREFECT_API_URL", None)
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [str(BIN / "prefect"), "server", "start", "--host", LOOPBACK, "--port", str(port)],
-            stdout=fh, stderr=subprocess.STDOUT, env=server_env, start_new_session=True,
-        )  # fmt: skip
     url = f"http://{LOOPBACK}:{port}/api"
-    try:
-        wait_http(f"{url}/health", proc, 120, log)
+    argv = [str(BIN / "prefect"), "server", "start", "--host", LOOPBACK, "--port", str(port)]
+    with http_server(argv, f"{url}/health", home / "server.log", server_env):
         yield url
-    finally:
-        stop(proc)
 
 
 class DelayedProxy:

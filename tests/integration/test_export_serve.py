@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from components.config import load_params
+from components.data.selection import training_groups
 from components.generation.serve import chat
 from components.hashing import file_sha256
 from flows import steps
@@ -32,6 +33,7 @@ def registered(tmp_path_factory, tiny_vllm_model_dir):
     adapter = write_adapter(project, seed=1)
     write_metrics(project, good_metrics())
     params = load_params(project / "params.yaml")
+    steps.build(params)  # the group files: the version records how many groups and prompts it trained on
     assert steps.register(params).metrics["version"] == "1"
     return project, params, adapter
 
@@ -51,6 +53,20 @@ def test_export_writes_a_merged_model_with_a_model_card(registered, tmp_path):
     card = (out / "README.md").read_text()
     base_sha = file_sha256(params.paths.base_model / "model.safetensors")
     assert base_sha in card and "| passed | true |" in card and f"models:/{NAME}/1" in card
+    # what it was trained on and with, each gate's value, threshold and reason, and where its run is
+    trained = training_groups(params.paths.groups, params.train)
+    assert f"| training groups (train split, train.tasks / train.domains) | `{len(trained)}` |" in card and trained
+    assert f"| training prompts (the groups' variants) | `{sum(len(g.members) for g in trained)}` |" in card
+    for path, value in (("seed", params.seed), ("lora.r", params.lora.r), ("train.steps", params.train.steps),
+                        ("train.samples_per_prompt", params.train.samples_per_prompt), ("model.source", params.model.source),
+                        ("train.loss_type", params.train.loss_type), ("eval.max_new_tokens", params.eval.max_new_tokens)):  # fmt: skip
+        assert f"| {path} | `{value}` |" in card
+    assert "| gap_reduction | pass | 0.25 | 0 | gap_reduction: 0.25 >= 0.00 (tuned mean entropy gap 0.30 vs base 0.40) |" in card
+    assert "| helpfulness | pass | -0.01 | 0.1 | helpfulness: drop -0.01 <= 0.10 " in card
+    version = mlflow.MlflowClient(params.tracking.uri).get_model_version(NAME, "1")
+    experiment = mlflow.MlflowClient(params.tracking.uri).get_run(version.run_id).info.experiment_id
+    assert (f"| MLflow run | run `{version.run_id}`: `mlflow ui --backend-store-uri {params.tracking.uri}`, then "
+            f"http://127.0.0.1:5000/#/experiments/{experiment}/runs/{version.run_id} |") in card  # fmt: skip
     assert json.loads((out / "groupwise_export.json").read_text())["base_weights_sha256"] == base_sha
 
     # the merged folder is the adapter on its base: same logits, loaded by plain transformers

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import mlflow
 import pytest
@@ -36,9 +37,21 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     project = registry_project(tmp_path / "p", tiny_model_dir)
     params = load_params(project / "params.yaml")
     client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
+    adapters = tmp_path / "adapters"  # a copy of each version's adapter: `latest` is overwritten
+
+    def train(version: str, seed: int) -> None:
+        shutil.copytree(write_adapter(project, seed=seed), adapters / version)
+
+    def champion_serves(version: str):
+        """@champion, loaded through the registry, applies `version`'s adapter tensor for tensor."""
+        mlflow.set_tracking_uri(params.tracking.uri)
+        mlflow.set_registry_uri(params.tracking.uri)
+        model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
+        assert_serves_adapter(model, adapters / version)
+        return model
 
     # v1: no champion yet -> champion gates pass with a note; gate table on disk and in MLflow
-    write_adapter(project, seed=1)
+    train("1", seed=1)
     write_metrics(project, good_metrics(tuned_mean_gap=0.30))
     first = steps.register(params)
     assert first.metrics["passed"] and first.metrics["version"] == "1" and first.metrics["champion"] is None
@@ -74,7 +87,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert aliases(client) == {"challenger": "1", "champion": "1"}
 
     # v2, judged against champion v1 (0.28 vs 0.30: better) -> registered, challenger moves
-    write_adapter(project, seed=2)
+    train("2", seed=2)
     write_metrics(project, good_metrics(tuned_mean_gap=0.28))
     second = steps.register(params)
     assert second.metrics["version"] == "2" and second.metrics["champion"] == "1"
@@ -82,7 +95,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert champion_gap["passed"] and champion_gap["value"] == pytest.approx(-0.02)
 
     # v3 would be worse than champion v1 by 0.1 nats > 0.02: refused, nothing registered
-    write_adapter(project, seed=3)
+    train("3", seed=3)  # registered by hand below
     write_metrics(project, good_metrics(tuned_mean_gap=0.40, base_mean_gap=0.50))
     refused = steps.register(params)
     assert refused.metrics["passed"] is False
@@ -98,6 +111,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert v2.tags["promotion.by"] == "alice" and v2.tags["promotion.reason"] == "better gap"
     assert v2.tags["promotion.previous_champion"] == "1" and v2.tags["promotion.forced"] == "false"
     assert v2.tags["promotion.at"].endswith("+00:00")
+    champion_serves("2")
 
     # a version whose gates failed (registered by hand) is refused unless forced with a reason
     with mlflow.start_run(experiment_id=runs.configure(params.tracking)):
@@ -113,6 +127,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert v3.tags["promotion.forced"] == "true" and v3.tags["promotion.reason"] == "hotfix INC-42"
     assert v3.tags["promotion.check"].startswith("fail: registration_gates")
     assert aliases(client)["champion"] == "3" and aliases(client)["previous-champion"] == "2"
+    champion_serves("3")
     assert json.loads(client.get_registered_model(NAME).tags[HISTORY_TAG]) == ["1", "2", "3"]
     code, out = cli(project, "promote", "--version", "9")
     assert code == 2 and "version 9: not found" in out
@@ -122,6 +137,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert code == 0 and "version 2 is @champion again" in out
     assert aliases(client)["champion"] == "2" and aliases(client)["previous-champion"] == "1"
     assert client.get_model_version(NAME, "3").tags["rollback.reason"] == "bad answers"
+    champion_serves("2")
     assert cli(project, "rollback")[0] == 0
     assert aliases(client)["champion"] == "1" and "previous-champion" not in aliases(client)
     code, out = cli(project, "rollback")
@@ -130,10 +146,8 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     code, out = cli(project, "versions")
     assert code == 0 and "INC-42" in out  # the forced promotion's reason is listed
 
-    # the champion loads through the registry by alias and generates text
-    mlflow.set_tracking_uri(params.tracking.uri)
-    mlflow.set_registry_uri(params.tracking.uri)
-    model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
+    # the champion after the rollbacks is v1: it loads through the registry by alias, applies v1's
+    # adapter (with effect: not the bare base model) and generates text
+    model = champion_serves("1")
     out = model.predict(["What should I invest in?"], params={"max_new_tokens": 4})
     assert len(out) == 1 and isinstance(out[0], str)
-    assert_serves_adapter(model)  # an adapter with effect is applied, not the bare base model

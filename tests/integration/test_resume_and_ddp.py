@@ -64,11 +64,20 @@ def kill_at_state(cmd: list[str], state: Path, wait_s: int) -> None:
     assert still_running, "the run finished before it could be killed"
 
 
-def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_path):
-    """With a cosine schedule and warmup: the logged lr of every step matches across the resume."""
-    steps = "4"
+# the lr of each update, by hand (lr 1e-2, warmup over 2 updates: 0, 1/2), and the updates in all
+SCHEDULES = {
+    "cosine": (4, [0.0, 0.5e-2, 1e-2, 0.5e-2]),  # then cosine over the last 2: 1, 1/2
+    "linear": (5, [0.0, 0.5e-2, 1e-2, 2 / 3 * 1e-2, 1 / 3 * 1e-2]),  # then to 0 over the last 3: 1, 2/3, 1/3
+}
+
+
+@pytest.mark.parametrize("scheduler", sorted(SCHEDULES))
+def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_path, scheduler):
+    """With a schedule and warmup: the logged lr of every step matches across the resume and the hand values."""
+    n_steps, expected_lrs = SCHEDULES[scheduler]
+    steps = str(n_steps)
     whole, broken = tmp_path / "whole", tmp_path / "broken"
-    schedule = ["--lr-scheduler", "cosine", "--warmup-steps", "2"]
+    schedule = ["--lr-scheduler", scheduler, "--warmup-steps", "2"]
     run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(whole), "--steps", steps, *schedule))
 
     kill_at_state(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps, *schedule),
@@ -79,7 +88,7 @@ def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_
 
     run(worker("train", "--model-dir", str(tiny_model_dir), "--out", str(broken), "--steps", steps, *schedule, "--resume"))
     result = json.loads((broken / "result.json").read_text())
-    assert 2 <= result["resumed_from"] < 4
+    assert 2 <= result["resumed_from"] < n_steps
 
     a, b = adapter(whole / "latest"), adapter(broken / "latest")
     assert a.keys() == b.keys()
@@ -87,8 +96,7 @@ def test_killed_run_resumes_to_the_same_weights_and_metrics(tiny_model_dir, tmp_
         assert torch.equal(a[key], b[key]), f"{key} differs after kill + resume"
     assert log_rows(whole / "latest") == log_rows(broken / "latest")
     lrs = [float(row["lr"]) for row in log_rows(whole / "latest")]
-    # lr of each update, by hand: linear warmup over 2 updates (0, 1/2), then cosine over the last 2 (1, 1/2)
-    assert lrs == pytest.approx([0.0, 0.5e-2, 1e-2, 0.5e-2])
+    assert lrs == pytest.approx(expected_lrs)
     assert not (broken / "resume").exists(), "a completed run leaves no stale resumable state"
 
 

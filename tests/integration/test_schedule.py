@@ -1,7 +1,8 @@
 """Scheduled retraining on a real Prefect server with a real MLflow server (PostgreSQL when
 available): `groupwise schedule` creates a cron deployment whose scheduled runs appear, and a
 triggered run of it (the whole retrain flow, tiny profile) completes and registers a model that
-loads from the server's registry. `prefect deploy` of prefect.yaml creates the team deployment."""
+loads from the server's registry. `prefect deploy` of prefect.yaml creates the team deployment,
+whose process worker runs one flow run of it at a time (concurrency_limit: 1)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import yaml
 from components.config import load_params
 from tests.conftest import ROOT, make_project, seed_tiny_model
 from tests.integration.registry_helpers import assert_serves_adapter
+from tests.integration.servers import stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -131,3 +133,62 @@ def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_ur
     assert (schedule.schedule.cron, schedule.schedule.timezone) == (params.schedule.cron, params.schedule.timezone)
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     assert {d["name"] for d in spec["deployments"]} == {"groupwise-retrain", "groupwise-retrain-k8s"}
+
+
+PROBE_FLOW = '''
+import time
+from prefect import flow
+
+
+@flow(name="concurrency-probe")
+def retrain(params_path: str = "", profile: str | None = None) -> None:
+    time.sleep(2)
+'''
+
+
+def test_prefect_yaml_runs_one_flow_run_of_the_deployment_at_a_time(tmp_path, prefect_server_url):
+    """prefect.yaml's groupwise-retrain deployment as written (work pool, pull step, concurrency_limit)
+    but with a flow that sleeps 2 s as its entrypoint, run by a real process worker: of two runs
+    triggered together, the second waits (AwaitingConcurrencySlot) and starts after the first ends."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probe.py").write_text(PROBE_FLOW)
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    (deployment,) = [d for d in spec["deployments"] if d["name"] == "groupwise-retrain"]
+    deployment["entrypoint"] = "probe.py:retrain"
+    (project / "prefect.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    env = {**os.environ, "PREFECT_API_URL": prefect_server_url, "GROUPWISE_PROJECT_DIR": str(project),
+           "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "60"}  # fmt: skip
+    pool = deployment["work_pool"]["name"]
+    with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+        if pool not in {p.name for p in client.read_work_pools()}:
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+    prefect = [sys.executable, "-m", "prefect"]
+    done = subprocess.run([*prefect, "--no-prompt", "deploy", "--name", "groupwise-retrain"], cwd=project, env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = tmp_path / "worker.log"
+    with log.open("w") as fh:
+        worker = subprocess.Popen([*prefect, "worker", "start", "--pool", pool], cwd=project,
+                                  env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+            triggered = [run_deployment("concurrency-probe/groupwise-retrain", timeout=0) for _ in range(2)]
+
+            def finished():
+                runs = [client.read_flow_run(r.id) for r in triggered]
+                return runs if all(r.state.is_final() for r in runs) else None
+
+            first, second = sorted(wait_for("both runs", finished, 240, worker, log), key=lambda r: r.start_time)
+            waited = [s.name for s in client.read_flow_run_states(second.id)]
+    finally:
+        stop(worker)
+    assert deployment["concurrency_limit"] == 1
+    assert first.state.is_completed() and second.state.is_completed(), (first.state, second.state, log.read_text()[-3000:])
+    assert first.end_time <= second.start_time, (first.start_time, first.end_time, second.start_time)
+    assert "AwaitingConcurrencySlot" in waited, waited

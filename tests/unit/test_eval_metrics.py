@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from components.data.schema import Member, PromptGroup
+from components.data.schema import PromptGroup
 from components.evaluation.metrics import (
     coverage,
     distance_to_uniform,
@@ -27,35 +27,20 @@ from components.evaluation.records import (
     consistency_record,
     diversity_record,
 )
+from tests import grpo_data
 
 LN2 = math.log(2)
 COLORS = ["red", "green", "blue", "yellow"]
 
 
 def consistency_group() -> PromptGroup:
-    return PromptGroup(
-        group_id="g1",
-        domain="job",
-        task="consistency",
-        split="heldout",
-        members=[
-            Member(variant_id="w", attributes={"gender": "woman"}, text="Advise her."),
-            Member(variant_id="m", attributes={"gender": "man"}, text="Advise him."),
-        ],
-        variant_axes={"gender": ["woman", "man"]},
-    )
+    """Variants w (woman) and m (man)."""
+    texts = {"woman": "Advise her.", "man": "Advise him."}
+    return grpo_data.gender_group("g1", texts.get, domain="job", split="heldout", variant_id=lambda g: g[0])
 
 
 def diversity_group() -> PromptGroup:
-    return PromptGroup(
-        group_id="d1",
-        domain="colors",
-        task="diversity",
-        split="heldout",
-        members=[Member(variant_id="p", text="Name a color.")],
-        valid_answers=COLORS,
-        answer_normalizer="exact",
-    )
+    return grpo_data.diversity_group("d1", "Name a color.", COLORS, domain="colors", split="heldout", normalizer="exact", variant_id="p")
 
 
 def exact(text: str, valid: list[str]) -> str | None:

@@ -6,21 +6,13 @@ import pytest
 import torch
 
 from components.config import AdvantageConfig, RewardConfig
-from components.data.schema import Member, PromptGroup
 from components.grpo.advantages import get_adv_est
 from components.grpo.semantic import answer_clusters, normalized_semantic_entropy, semantic_entropy
 from components.contracts.rollouts import Rollout
 from components.rewards import get_reward
+from tests.grpo_data import colour_group
 
-COLOURS = PromptGroup(
-    group_id="colour",
-    domain="colour",
-    task="diversity",
-    split="train",
-    members=[Member(variant_id="p0", text="Name a colour. Answer with just the name.")],
-    valid_answers=["red", "green", "blue", "yellow"],
-    answer_normalizer="casefold_match",
-)
+COLOURS = colour_group("red", "green", "blue", "yellow")
 
 
 def rollouts(*texts: str) -> list[Rollout]:

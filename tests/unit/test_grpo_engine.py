@@ -58,24 +58,37 @@ def lora_state(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_model):
+def sgd_updates(lora_model, settings: dict[object, dict]) -> tuple[dict, dict[object, tuple[dict, dict]]]:
+    """One SGD policy update (lr 0.5) on the same fixed batch from the same weights per entry of
+    `settings` (train params by key): (start weights, {key: (metrics, LoRA weights after)})."""
     model, tok = lora_model
     batch, rewards = fixed_batch(tok)
     start = copy.deepcopy(model.state_dict())
     results = {}
-    for micro in (1, 2, 4):
+    for key, train in settings.items():
         model.load_state_dict(start)
-        cfg = params(groups_per_step=4, groups_per_micro_batch=micro).train
+        cfg = params(**train).train
         advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
         metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
+        results[key] = (metrics, lora_state(model))
+    return start, results
+
+
+def assert_same_updates(results: dict) -> None:
+    """Every update of `results` has the loss and the LoRA weights of the first."""
+    (metrics0, w0), *others = results.values()
+    for metrics, w in others:
+        assert metrics["loss"] == pytest.approx(metrics0["loss"], abs=1e-6)
+        assert all(torch.allclose(w[k], w0[k], atol=1e-6) for k in w0)
+
+
+def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_model):
+    start, results = sgd_updates(lora_model, {micro: {"groups_per_step": 4, "groups_per_micro_batch": micro} for micro in (1, 2, 4)})
+    for micro, (metrics, _) in results.items():
         assert metrics["micro_batches"] == 4 // micro
-        results[micro] = (metrics["loss"], lora_state(model))
-    loss1, w1 = results[1]
-    for micro in (2, 4):
-        loss, w = results[micro]
-        assert loss == pytest.approx(loss1, abs=1e-6)
-        assert all(torch.allclose(w[k], w1[k], atol=1e-6) for k in w1)
+    assert_same_updates(results)
+    w1 = results[1][1]
     moved = max((w1[k] - start[k]).abs().max().item() for k in w1)
     assert moved > 1e-4, "the update must move the LoRA weights"
 
@@ -83,24 +96,15 @@ def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_mod
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo"])
 def test_rows_per_forward_chunks_give_the_same_update(lora_model, loss_type):
     """Chunking a micro-batch's rows (memory) keeps the loss weights of the whole micro-batch."""
-    model, tok = lora_model
-    batch, rewards = fixed_batch(tok)
-    start = copy.deepcopy(model.state_dict())
-    results = {}
-    for rows in (0, 3, 5):  # whole micro-batches; one prompt's samples; chunks that straddle prompts
-        model.load_state_dict(start)
-        cfg = params(groups_per_step=4, groups_per_micro_batch=2, rows_per_forward=rows, loss_type=loss_type).train
-        advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
-        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
-        metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
+    settings = {  # whole micro-batches; one prompt's samples; chunks that straddle prompts
+        rows: {"groups_per_step": 4, "groups_per_micro_batch": 2, "rows_per_forward": rows, "loss_type": loss_type}
+        for rows in (0, 3, 5)
+    }
+    _, results = sgd_updates(lora_model, settings)
+    for rows, (metrics, _) in results.items():
         assert metrics["micro_batches"] == 2
         assert (metrics["forward_chunks"] == 2) == (rows == 0)  # chunks only when asked
-        results[rows] = (metrics["loss"], lora_state(model))
-    loss0, w0 = results[0]
-    for rows in (3, 5):
-        loss, w = results[rows]
-        assert loss == pytest.approx(loss0, abs=1e-6)
-        assert all(torch.allclose(w[k], w0[k], atol=1e-6) for k in w0)
+    assert_same_updates(results)
 
 
 def test_mu_iterations_reuse_rollouts_with_stored_old_logprobs(lora_model):

@@ -16,7 +16,7 @@ from components.grpo.checkpoint import ADAPTER_DIR
 from components.grpo.trainer import train
 from components.hashing import files_sha256
 from components.models.provision import ModelProvisionError, load_base_model, prepare_base_model, read_provenance
-from tests.conftest import save_random_neox
+from components.models.standin import CHAT_TEMPLATE, EOS_TOKEN, save_standin_model
 from tests.grpo_data import consistency_groups, tiny_params
 
 NEOX_TARGETS = ["query_key_value", "dense"]
@@ -24,8 +24,8 @@ NEOX_TARGETS = ["query_key_value", "dense"]
 
 @pytest.fixture(scope="module")
 def neox_dir(tiny_model_dir, tmp_path_factory):
-    """A random GPT-NeoX causal LM saved as a Hugging Face folder, with the SmolLM2 tokenizer."""
-    return save_random_neox(tiny_model_dir, tmp_path_factory.mktemp("hf") / "neox", heads=4, max_positions=512)
+    """The stand-in: a random GPT-NeoX chat model (SmolLM2's vocabulary, its own template, no pad token)."""
+    return save_standin_model(tmp_path_factory.mktemp("hf") / "neox", heads=4, max_positions=512, vocabulary_from=tiny_model_dir)
 
 
 def test_hf_folder_of_another_architecture_is_provisioned_with_provenance(neox_dir, tmp_path):
@@ -36,7 +36,16 @@ def test_hf_folder_of_another_architecture_is_provisioned_with_provenance(neox_d
     assert provenance.origin_sha256 == files_sha256(sorted(neox_dir.glob("*.safetensors")))
     assert read_provenance(tmp_path / "base") == provenance
     model, tokenizer = load_base_model(tmp_path / "base")
-    assert type(model).__name__ == "GPTNeoXForCausalLM" and tokenizer.chat_template
+    assert type(model).__name__ == "GPTNeoXForCausalLM"
+    # the stand-in's own template and specials, not SmolLM2's ChatML (<|im_start|>, pad = eos = <|im_end|>)
+    assert tokenizer.chat_template == CHAT_TEMPLATE and "<|im_start|>" not in tokenizer.chat_template
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True, tokenize=False)
+    assert prompt == f"<|prompter|>Hi{EOS_TOKEN}<|assistant|>"
+    # the folder has no pad token: provisioning pads with the model's own EOS (id 0 here, SmolLM2's is 2)
+    assert json.loads((neox_dir / "tokenizer_config.json").read_text())["pad_token"] is None
+    assert tokenizer.eos_token == tokenizer.pad_token == EOS_TOKEN
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id == model.config.eos_token_id == 0
+    assert model.generation_config.pad_token_id == 0
     # unchanged origin: the folder is reused, not rebuilt
     before = (tmp_path / "base" / "model.safetensors").stat().st_mtime_ns
     prepare_base_model(cfg, tmp_path / "base", seed=0)

@@ -4,7 +4,9 @@
     components/<package>/    library code: never imports flows
     components/contracts/    the ground floor: imports nothing else from components or flows
 
-and the import graph of components and flows has no cycle. Every import counts, also one inside a function
+and the import graph of components and flows has no cycle, neither between modules nor between
+packages (`components.<first level>`, a package or a module, and `flows`: a cycle of packages is
+two packages each needing the other, even when no two modules do). Every import counts, also one inside a function
 (a lazy import still ties two modules together). `import a.b.c` and `from a.b import c` (c a module)
 depend on module a.b.c; `from a.b import name` depends on a.b (its `__init__` when a.b is a
 package). The parent packages an import runs first are not edges: a package's `__init__` that
@@ -14,6 +16,7 @@ re-exports its submodules would otherwise form a cycle with each of them.
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,6 +93,32 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def package_of(module: str) -> str:
+    """`components.<first level>` for a module of components (`components.grpo.update` ->
+    `components.grpo`, `components.config` itself), `flows` for a module of flows."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "components" else parts[0]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with every module replaced by its package (edges inside a package dropped)."""
+    packages: dict[str, set[str]] = defaultdict(set)
+    for module, deps in graph.items():
+        packages[package_of(module)] |= {package_of(d) for d in deps} - {package_of(module)}
+    return dict(packages)
+
+
+def witnesses(graph: dict[str, set[str]], cycle: list[str]) -> list[str]:
+    """For each step a -> b of a package cycle, the module imports that make it."""
+    return [
+        f"{m} imports {d}"
+        for a, b in zip(cycle, cycle[1:])
+        for m, deps in sorted(graph.items())
+        for d in sorted(deps)
+        if package_of(m) == a and package_of(d) == b
+    ]
+
+
 MODULES = project_modules()
 GRAPH = import_graph(MODULES)
 
@@ -98,6 +127,18 @@ def test_the_cycle_finder_finds_a_cycle_and_only_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"a"}}) == ["a", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": {"a"}}) is None
+
+
+def test_the_package_graph_finds_a_cycle_the_module_graph_does_not():
+    graph = {"components.a.x": {"components.b.y"}, "components.b.z": {"components.a.w"}, "components.a.w": set(),
+             "components.b.y": set(), "components.c": {"components.a.x"}, "flows.cli": {"components.c"}}  # fmt: skip
+    assert find_cycle(graph) is None
+    packages = package_graph(graph)
+    assert find_cycle(packages) == ["components.a", "components.b", "components.a"]
+    assert packages["flows"] == {"components.c"} and packages["components.c"] == {"components.a"}
+    assert witnesses(graph, ["components.a", "components.b", "components.a"]) == [
+        "components.a.x imports components.b.y", "components.b.z imports components.a.w",
+    ]  # fmt: skip
 
 
 def test_the_resolver_sees_lazy_imports_and_submodules(tmp_path):
@@ -138,3 +179,8 @@ def test_contracts_import_nothing_above_them():
 def test_the_import_graph_has_no_cycle():
     cycle = find_cycle(GRAPH)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_package_graph_has_no_cycle():
+    cycle = find_cycle(package_graph(GRAPH))
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle) + "; " + "; ".join(witnesses(GRAPH, cycle))

@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import pytest
 
@@ -10,6 +11,7 @@ from components.models.provision import (
     load_base_model,
     prepare_base_model,
 )
+from components.hashing import file_sha256
 
 
 def test_gguf_ships_in_the_installed_wheel():
@@ -38,3 +40,60 @@ def test_tiny_model_has_real_tokenizer_and_is_reused(tiny_model_dir):
 def test_loading_an_unprovisioned_folder_is_refused(tmp_path):
     with pytest.raises(ModelProvisionError, match="groupwise prepare-model"):
         load_base_model(tmp_path)
+
+
+def corrupt(weights, how: str) -> None:
+    data = weights.read_bytes()
+    if how == "truncated":
+        weights.write_bytes(data[: len(data) // 2])
+    else:  # same size, one bit of one weight changed: loads without complaint unless hashed
+        weights.write_bytes(data[:-1] + bytes([data[-1] ^ 0x01]))
+
+
+@pytest.mark.parametrize("how", ["truncated", "changed"])
+def test_weights_without_their_recorded_hash_are_refused_and_prepare_rebuilds_them(tiny_model_dir, tmp_path, capsys, how):
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    recorded = json.loads((base / PROVENANCE_FILE).read_text())["weights_sha256"]
+    corrupt(base / "model.safetensors", how)
+    with pytest.raises(ModelProvisionError) as refused:
+        load_base_model(base)
+    assert str(refused.value) == (
+        f"{base / 'model.safetensors'}: SHA-256 {file_sha256(base / 'model.safetensors')[:12]}, not the {recorded[:12]} "
+        f"recorded in {PROVENANCE_FILE} (truncated or changed since it was provisioned); "
+        "run `groupwise prepare-model` to rebuild it from its source"
+    )
+    # prepare-model rebuilds the derived folder: the same spec gives the same weights, so nothing
+    # trained on the intact folder is lost
+    provenance = prepare_base_model(ModelConfig(source="tiny"), base, seed=0)
+    assert "rebuilt from its source (tiny)" in capsys.readouterr().out
+    assert provenance.weights_sha256 == recorded == file_sha256(base / "model.safetensors")
+    model, _ = load_base_model(base)
+    assert sum(p.numel() for p in model.parameters()) == provenance.n_parameters
+
+
+def test_weights_are_hashed_once_per_version_of_the_file(tiny_model_dir, tmp_path, monkeypatch):
+    from components.models import provision
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    hashed = []
+    monkeypatch.setattr(provision, "file_sha256", lambda path: hashed.append(path) or file_sha256(path))
+    provision.verified_base_model(base)
+    load_base_model(base)
+    assert provision.weights_sha256(base) == file_sha256(base / "model.safetensors")
+    assert hashed == [base / "model.safetensors"]
+    weights = base / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # rewritten: the same bytes, but a new version of the file
+    provision.verified_base_model(base)
+    assert len(hashed) == 2
+
+
+def test_weights_that_do_not_parse_are_a_provision_error_naming_the_file(tiny_model_dir, tmp_path):
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    corrupt(base / "model.safetensors", "truncated")
+    provenance = json.loads((base / PROVENANCE_FILE).read_text())  # rewritten to vouch for the broken file
+    (base / PROVENANCE_FILE).write_text(json.dumps({**provenance, "weights_sha256": file_sha256(base / "model.safetensors")}))
+    with pytest.raises(ModelProvisionError, match=r"model\.safetensors: the weights do not load \(Error while deserializing header"):
+        load_base_model(base)

@@ -8,33 +8,16 @@ from pathlib import Path
 import pytest
 
 from components.data.io import GroupFileError, load_groups, read_groups, write_groups
-from components.data.schema import Member, PromptGroup
+from components.data.schema import PromptGroup
+from tests.grpo_data import diversity_group, gender_group
 
 
 def _consistency(group_id: str, split: str = "train") -> PromptGroup:
-    return PromptGroup(
-        group_id=group_id,
-        domain="investment",
-        task="consistency",
-        split=split,
-        members=[
-            Member(variant_id=f"{g}-p0", attributes={"gender": g}, text=f"I'm a {g}. Invest how?")
-            for g in ("woman", "man")
-        ],
-        variant_axes={"gender": ["woman", "man"]},
-    )
+    return gender_group(group_id, lambda g: f"I'm a {g}. Invest how?", split=split, variant_id=lambda g: f"{g}-p0")
 
 
 def _diversity(group_id: str, split: str = "heldout") -> PromptGroup:
-    return PromptGroup(
-        group_id=group_id,
-        domain="planet",
-        task="diversity",
-        split=split,
-        members=[Member(variant_id="p0", text="Name a planet. Answer with just the name.")],
-        valid_answers=["Mars", "Venus"],
-        answer_normalizer="casefold_match",
-    )
+    return diversity_group(group_id, "Name a planet. Answer with just the name.", ["Mars", "Venus"], domain="planet", split=split)
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from components.data.schema import Member, PromptGroup
+from components.data.schema import PromptGroup
 from components.grpo.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE
 from components.grpo.trainer import group_schedule, train
 from components.rewards.registry import REWARDS, register_reward
-from tests.grpo_data import consistency_groups, tiny_params
+from tests.grpo_data import colour_group, consistency_groups, tiny_params
 
 
 def groups(n: int = 3) -> list[PromptGroup]:
@@ -67,15 +67,7 @@ def test_non_finite_reward_stops_before_any_checkpoint(tiny_model_dir, tmp_path)
 
 
 def test_gapo_frequency_reward_with_seed_grpo_trains_on_diversity_groups(tiny_model_dir, tmp_path):
-    colour = PromptGroup(
-        group_id="colour",
-        domain="colour",
-        task="diversity",
-        split="train",
-        members=[Member(variant_id="p0", text="Name a colour. Answer with just the name.")],
-        valid_answers=["red", "green", "blue"],
-        answer_normalizer="casefold_match",
-    )
+    colour = colour_group("red", "green", "blue")
     params = tiny_params(steps=1, groups_per_step=1, samples_per_prompt=4)
     params = params.model_copy(
         update={

@@ -254,6 +254,14 @@ def _duplicate_valid_answer(rows: Rows) -> list[Where]:
     return [Where(6, r["group_id"], f"listed twice: ['{' '.join(first.casefold().split())}']")]
 
 
+def _duplicate_after_normaliser(rows: Rows) -> list[Where]:
+    """Two spellings of one value that the task's own normaliser reads alike: `integer` reads "07" as 7."""
+    index = next(i for i, r in enumerate(rows["diversity"]) if r["answer_normalizer"] == "integer")
+    r = rows["diversity"][index]
+    r["valid_answers"].append("07")
+    return [Where(index + 1, r["group_id"], "listed twice: ['07 = 7 (integer)']")]
+
+
 def _too_many_variants(rows: Rows) -> list[Where]:
     r = rows["consistency"][22]
     extra = [m | {"variant_id": f"{m['variant_id']}-copy{i}"} for i in range(4) for m in r["members"]]
@@ -306,6 +314,7 @@ BREAKAGES = [
     Breakage("ids_not_empty", "consistency", _empty_ids),
     Breakage("no_control_characters", "consistency", _control_character),
     Breakage("valid_answers_distinct", "diversity", _duplicate_valid_answer),
+    Breakage("valid_answers_distinct", "diversity", _duplicate_after_normaliser),
     Breakage("members_within_max", "consistency", _too_many_variants, frozenset({"consistency_covers_variant_axes"})),
     Breakage("prompt_tokens_within_max", "consistency", _too_many_tokens),
     Breakage("no_special_tokens", "consistency", _special_tokens),

@@ -1,0 +1,77 @@
+"""The checkpoint layout contract: one set of names, what the writer writes and the readers read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from components.contracts import checkpoint as layout
+from components.contracts.checkpoint import (
+    CheckpointLayout,
+    adapter_files,
+    latest_train_state,
+    read_state,
+    resume_state_name,
+    snapshot_name,
+)
+from components.grpo import checkpoint as writer
+from components.grpo.trainer import snapshot_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Model:
+    """What the checkpoint writers need of a peft model."""
+
+    def __init__(self):
+        self.linear = torch.nn.Linear(2, 1)
+
+    def save_pretrained(self, out, safe_serialization=True):
+        out.mkdir(parents=True, exist_ok=True)
+        for path in adapter_files(out):
+            path.write_bytes(b"x")
+
+
+def test_the_layout_names():
+    paths = CheckpointLayout(Path("data/checkpoints"))
+    assert (paths.latest, paths.resume, paths.snapshots) == (
+        Path("data/checkpoints/latest"), Path("data/checkpoints/resume"), Path("data/checkpoints/snapshots"),
+    )  # fmt: skip
+    assert paths.snapshot(40) == Path("data/checkpoints/snapshots/step-00040")
+    assert resume_state_name(7) == "step-000007" and snapshot_name(7) == "step-00007"
+    assert CheckpointLayout.beside(Path("somewhere/ckpt")).resume == Path("somewhere/resume")
+    assert snapshot_dir(Path("runs/latest"), 3) == Path("runs/snapshots/step-00003")
+    assert [p.name for p in adapter_files(Path("a"))] == ["adapter_config.json", "adapter_model.safetensors"]
+    assert (layout.ADAPTER_DIR, layout.STATE_FILE, layout.LOG_FILE) == ("adapter", "train_state.json", "train_log.csv")
+
+
+def test_the_writer_uses_the_contract_names():
+    """components.grpo.checkpoint re-exports the contract's names (older imports keep working)."""
+    for name in ("ADAPTER_DIR", "STATE_FILE", "LOG_FILE", "OPTIMIZER_FILE", "RNG_FILE", "PROGRESS_FILE"):
+        assert getattr(writer, name) == getattr(layout, name)
+    assert writer.STATE_PREFIX == layout.STEP_PREFIX
+    assert writer.read_state is read_state and writer.latest_train_state is latest_train_state
+
+
+def test_what_is_written_is_found_where_the_layout_says(tmp_path):
+    paths = CheckpointLayout(tmp_path)
+    model = Model()
+    writer.save_checkpoint(paths.latest, model, {"steps": 2}, [{"loss": 1.0}])
+    config, weights = adapter_files(paths.latest / layout.ADAPTER_DIR)
+    assert config.is_file() and weights.is_file() and (paths.latest / layout.LOG_FILE).is_file()
+    assert read_state(paths.latest) == {"steps": 2}
+    writer.save_checkpoint(snapshot_dir(paths.latest, 1), model, {"steps": 1}, [])
+    assert [read_state(s)["steps"] for s in paths.snapshot_dirs()] == [1]
+    optimizer = torch.optim.AdamW(model.linear.parameters())
+    for step in (1, 2):
+        writer.save_train_state(paths.resume, step, model, optimizer, None, {"samples": step})
+    assert latest_train_state(paths.resume) == paths.resume / "step-000002"
+    assert [p.name for p in paths.resume.iterdir()] == ["step-000002"]  # newest only
+
+
+def test_the_contract_imports_no_torch():
+    code = "import sys, components.contracts.checkpoint; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
