@@ -195,6 +195,8 @@ def weights_sha256(model_dir: Path) -> str:
     since is hashed again.
     """
     path = Path(model_dir) / WEIGHTS_FILE
+    if not path.is_file():
+        raise ModelProvisionError(f"{path}: missing; run `groupwise prepare-model` to provision the base model")
     key = _identity(path)
     if key not in _HASHED:
         _HASHED[key] = file_sha256(path)

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from components.contracts.errors import UserError
-from components.hashing import file_sha256, files_sha256
+from components.hashing import files_sha256
 
 BASE_MODEL_ENV = "GROUPWISE_BASE_MODEL_DIR"
 WEIGHTS_FILE = "model.safetensors"
@@ -69,7 +69,9 @@ def _passed_over(folder: Path, expected_sha256: str) -> str | None:
     weights = folder / WEIGHTS_FILE
     if not weights.is_file():
         return f"no {WEIGHTS_FILE}"
-    actual = file_sha256(weights)
+    from components.models.provision import weights_sha256  # cached: a load right after hashes nothing again
+
+    actual = weights_sha256(folder)
     return None if actual == expected_sha256 else f"SHA-256 {actual[:12]}, not {expected_sha256[:12]}"
 
 

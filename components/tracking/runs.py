@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from components.config import TrackingConfig
+from components.contracts.errors import UserError
 
 
 OWNER_HOST, OWNER_PID = "groupwise.host", "groupwise.pid"
@@ -35,7 +36,27 @@ def _first_use_lock(uri: str, timeout: float = 300):
 
     db = Path(uri[len("sqlite:///"):])
     db.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(db.with_name(db.name + ".init.lock")), timeout=timeout)
+    return _user_timeout(FileLock(str(db.with_name(db.name + ".init.lock")), timeout=timeout), f"{db}: first use")
+
+
+class TrackingLockError(UserError, TimeoutError):
+    """Another process held a tracking store's lock longer than its timeout."""
+
+
+@contextmanager
+def _user_timeout(lock, what: str):
+    """Hold `lock`; a `filelock.Timeout` becomes a `TrackingLockError` (one line at the CLI), with the
+    Timeout kept as its cause so that a flow still retries it (`is_transient`)."""
+    from filelock import Timeout
+
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise TrackingLockError(f"{exc} ({what} is held by another process)") from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _alive(pid: int) -> bool:

@@ -12,6 +12,7 @@ from components.config import EvalConfig, LoraConfig, Params, ParamsError, load_
 from components.data.schema import Member, PromptGroup
 from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_heldout
 from components.generation.engines import EngineChoice, open_engine
+from components.contracts.naming import UnknownNameError
 from components.plugins import check_registered_names
 from components.generation.sampling import SamplingConfig
 from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
@@ -139,7 +140,7 @@ def test_eval_params_default_to_vllm_without_fallback(tmp_path):
     assert load_params(ROOT / "params.yaml", "tiny").eval.engine == "transformers"  # declared, not a fallback
     bad = tmp_path / "params.yaml"
     bad.write_text("eval: {engine: tgi}\n")
-    with pytest.raises(ValueError, match=r"eval\.engine.*'tgi'"):  # a registry name, checked before any work
+    with pytest.raises(UnknownNameError, match=r"eval\.engine.*'tgi'"):  # a registry name, a user error, checked before any work
         check_registered_names(load_params(bad))
     bad.write_text("eval: {samples_per_prompt: 1}\n")
     with pytest.raises(ParamsError, match=r"eval\.samples_per_prompt"):

@@ -97,3 +97,16 @@ def test_weights_that_do_not_parse_are_a_provision_error_naming_the_file(tiny_mo
     (base / PROVENANCE_FILE).write_text(json.dumps({**provenance, "weights_sha256": file_sha256(base / "model.safetensors")}))
     with pytest.raises(ModelProvisionError, match=r"model\.safetensors: the weights do not load \(Error while deserializing header"):
         load_base_model(base)
+
+
+def test_missing_weights_are_a_provision_error_wherever_they_are_hashed(tiny_model_dir, tmp_path):
+    """`register` hashes the base weights for the evaluation binding: a deleted file is one line (exit 2), not a traceback."""
+    from components.contracts.errors import UserError
+    from components.models.provision import weights_sha256
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    (base / "model.safetensors").unlink()
+    with pytest.raises(ModelProvisionError, match=r"model\.safetensors: missing; run `groupwise prepare-model`") as refused:
+        weights_sha256(base)
+    assert isinstance(refused.value, UserError)

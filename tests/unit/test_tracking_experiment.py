@@ -85,3 +85,19 @@ def test_already_exists_classification():
     assert runs._already_exists(MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: experiments.name", BAD_REQUEST))
     assert not runs._already_exists(MlflowException("database is locked", "TEMPORARILY_UNAVAILABLE"))
     assert not runs._already_exists(ValueError("already exists"))
+
+
+def test_a_first_use_lock_held_too_long_is_a_user_error_that_a_flow_still_retries(tmp_path):
+    from filelock import FileLock, Timeout
+
+    from components.contracts.errors import UserError
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with FileLock(str(tmp_path / "mlflow.db.init.lock")):  # another process is migrating the new store
+        with pytest.raises(runs.TrackingLockError, match=r"mlflow\.db: first use is held by another process") as held:
+            with runs._first_use_lock(uri, timeout=0.1):
+                pass
+    assert isinstance(held.value, UserError) and isinstance(held.value.__cause__, Timeout)
+    assert runs.is_transient(held.value)  # the Timeout cause: a flow's task retries it
+    with runs._first_use_lock(uri, timeout=0.1):  # free again: taken and released
+        pass
