@@ -54,7 +54,7 @@ from components.generation.engines import (
     open_engine,
 )
 from components.generation.sampling import SamplingConfig
-from components.models.provision import read_provenance, verified_base_model, weights_mismatch
+from components.models.provision import ModelProvisionError, verified_base_model
 from components.registry.gate import evaluate_gates
 
 
@@ -137,11 +137,10 @@ def check_checkpoint(checkpoint_dir: Path, base_model_dir: Path) -> Path:
         state = read_state(checkpoint_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise EvaluationInputError(f"{checkpoint_dir}: unreadable {STATE_FILE}: {exc}") from exc
-    base = read_provenance(base_model_dir)
-    if base is None:
-        raise EvaluationInputError(f"{base_model_dir}: not a provisioned base model; run `groupwise prepare-model` first")
-    if reason := weights_mismatch(base_model_dir, base):  # the file itself, not only what its folder records
-        raise EvaluationInputError(f"{reason}; run `groupwise prepare-model` to rebuild it")
+    try:  # the weights file itself, not only what its folder records
+        base = verified_base_model(base_model_dir)
+    except ModelProvisionError as exc:
+        raise EvaluationInputError(str(exc)) from exc
     if state.get("base_model_sha256") != base.weights_sha256:
         raise EvaluationInputError(
             f"{checkpoint_dir}: adapter was trained on another base model "
