@@ -75,7 +75,10 @@ def _phrase_pattern(spelling: str) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)" + r"[\s-]+".join(words) + r"(?:e?s)?(?!\w)")
 
 
-@register_normalizer("casefold_match")
+DEFAULT_NORMALIZER = "casefold_match"  # what a diversity task that names no normaliser is read with
+
+
+@register_normalizer(DEFAULT_NORMALIZER)
 def casefold_match(completion: str, valid_answers: Sequence[str]) -> str | None:
     """First valid answer mentioned as a whole word/phrase (case-insensitive); longest on ties."""
     text = completion.casefold()

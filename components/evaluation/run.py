@@ -32,7 +32,7 @@ from components.contracts.checkpoint import (
     recover_checkpoint,
 )
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
-from components.data.normalizers import get_normalizer
+from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
@@ -117,7 +117,7 @@ def check_eval_set(groups: list[PromptGroup], gap_axis: str | None = None) -> No
             if not group.valid_answers:
                 raise EvaluationInputError(f"{where}: diversity task without valid_answers")
             try:
-                get_normalizer(group.answer_normalizer or "casefold_match")
+                get_normalizer(group.answer_normalizer or DEFAULT_NORMALIZER)
             except ValueError as exc:
                 raise EvaluationInputError(f"{where}: {exc}") from exc
         if any(not m.text.strip() for m in group.members):
@@ -265,7 +265,7 @@ def evaluate_models(
                 )
             )  # fmt: skip
         else:
-            normalize = get_normalizer(group.answer_normalizer or "casefold_match")
+            normalize = get_normalizer(group.answer_normalizer or DEFAULT_NORMALIZER)
             variant = group.members[0].variant_id
             rows_d.append(
                 diversity_record(

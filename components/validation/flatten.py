@@ -31,12 +31,11 @@ import pandas as pd
 
 from components.contracts.naming import UnknownNameError
 from components.data.io import TASKS, iter_jsonl
-from components.data.normalizers import aliases, get_normalizer
+from components.data.normalizers import DEFAULT_NORMALIZER, aliases, get_normalizer
 from components.data.schema import Member, PromptGroup
 
 GROUP_FIELDS = tuple(PromptGroup.model_fields)
 MEMBER_FIELDS = tuple(Member.model_fields)
-DEFAULT_NORMALIZER = "casefold_match"  # a diversity task that names none (as evaluation reads it)
 ALLOWED_CONTROL = "\n\t"  # line breaks and tabs are text; every other Unicode Cc character is not
 
 
