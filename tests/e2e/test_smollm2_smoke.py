@@ -14,7 +14,7 @@ from components.data import load_groups
 from components.rewards.entropy import response_entropy
 from tests.conftest import make_project
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):

@@ -14,7 +14,7 @@ from components.config import load_params
 from flows.retrain import retrain
 from tests.conftest import ROOT, make_project
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def dvc(project, *args):

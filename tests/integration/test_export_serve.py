@@ -22,7 +22,7 @@ from flows.cli import app
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
 from tests.integration.servers import groupwise_serve
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 NAME = "groupwise-smollm2-lora"
 runner = CliRunner()
 

@@ -28,7 +28,7 @@ from components.models.standin import CHAT_TEMPLATE, EOS_TOKEN
 from tests.integration.servers import free_port
 from tests.readme_walkthrough import PORT, ROOT, step_of, walkthrough_block, walkthrough_commands
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 EXAMPLES = ROOT / "data" / "examples" / "groups.jsonl"
 
 

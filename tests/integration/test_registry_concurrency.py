@@ -18,7 +18,9 @@ from tests.conftest import ROOT
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-NAME = "groupwise-smollm2-lora"
+# a name of its own: the session's MLflow server is shared with other tests (e.g. test_schedule
+# registers the default name), and this test counts versions from 1
+NAME = "groupwise-concurrency-test"
 
 # imports first, then wait for the shared start signal so that both processes really overlap
 WORKER = """
@@ -87,7 +89,7 @@ def test_concurrent_registrations_and_promotions_keep_aliases_consistent(backend
     env = {**os.environ, "GROUPWISE_TRACKING_URI": uri, "PYTHONPATH": str(ROOT)}
     projects = []
     for index, gap in enumerate((0.30, 0.29)):
-        project = registry_project(tmp_path / f"p{index}", tiny_model_dir)
+        project = registry_project(tmp_path / f"p{index}", tiny_model_dir, {"registry.model_name": NAME})
         write_adapter(project, seed=10 + index)
         write_metrics(project, good_metrics(tuned_mean_gap=gap))
         projects.append(project)

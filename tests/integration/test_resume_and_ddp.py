@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WORKER = Path(__file__).with_name("grpo_worker.py")
 TIMING = {"step_time_s", "generation_time_s", "samples_per_s", "tokens_per_s", "weight_sync_s"}

@@ -24,7 +24,7 @@ from tests.conftest import ROOT, make_project, seed_tiny_model
 from tests.integration.registry_helpers import assert_serves_adapter
 from tests.integration.servers import stop
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def wait_for(what: str, check, timeout: float, proc: subprocess.Popen | None = None, log=None):

@@ -17,7 +17,7 @@ from flows.study import study
 from tests.conftest import ROOT, make_project, seed_tiny_model
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ARMS = {
     "greedy": {"kind": "decoding", "description": "greedy base", "overrides": {"eval": {"candidate": {"source": "base", "temperature": 0.0}}}},

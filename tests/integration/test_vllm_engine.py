@@ -20,7 +20,7 @@ from components.generation.transformers_engine import score_completions
 from components.generation.vllm_engine import VllmEngine
 from components.generation.vllm_process import EngineProcessError
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PROMPTS = ["What should I invest in with $10,000?", "Name a colour. Answer with one word.", "Give me one tip for a job interview."]
 SAMPLING = SamplingConfig(n=3, max_new_tokens=16, temperature=1.0, top_p=1.0, seed=1234)

@@ -24,7 +24,7 @@ from tests.grpo_data import consistency_groups, tiny_params
 from tests.integration.grpo_worker import with_vllm_rollouts
 from tests.integration.test_resume_and_ddp import adapter, kill_at_state, log_rows, run, worker
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SAMPLING = SamplingConfig(n=3, max_new_tokens=24, temperature=1.0, top_p=1.0, seed=7)
 FP32_TOLERANCE = 2e-3  # max |Δ log p| per token, fp32 engine vs fp32 trainer, same weights
