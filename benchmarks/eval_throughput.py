@@ -207,6 +207,7 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     import numpy as np
     import pandas as pd
 
+    from components.config import EvalConfig
     from components.data.normalizers import get_normalizer
     from components.data.schema import Member, PromptGroup
     from components.embeddings import load_embedder
@@ -249,7 +250,8 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     load_embedder()  # model load is a one-off per process, not part of the per-evaluation cost
 
     t0 = time.perf_counter()
-    semantics = Semantics(EmbeddingCache(texts, 128, embedding_dtype), 0.85)
+    batch_size = EvalConfig().embedding_batch_size
+    semantics = Semantics(EmbeddingCache(texts, batch_size, embedding_dtype), 0.85)
     t1 = time.perf_counter()
     normalize = get_normalizer("casefold_match")
     rows_c = [consistency_record(g, samples["base"]["c"][i], samples["tuned"]["c"][i], 32, semantics) for i, g in enumerate(consistency)]
@@ -260,7 +262,7 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     comparisons = compare_all(frame_c, frame_d, alpha=0.01, n_resamples=2000, confidence=0.95, seed=0)
     t3 = time.perf_counter()
     print(f"\nmetric computation: {n_groups} groups x 8 samples per model, base and tuned ({len(texts)} distinct texts)")
-    print(f"  embeddings (all-MiniLM-L6-v2, {embedding_dtype}): {t1 - t0:7.1f} s")
+    print(f"  embeddings (all-MiniLM-L6-v2, {embedding_dtype}, batch {batch_size}): {t1 - t0:7.1f} s")
     print(f"  per-group records (all metrics):      {t2 - t1:7.1f} s")
     print(f"  summary + {len(comparisons)} paired tests, 2000 bootstraps: {t3 - t2:5.1f} s")
     print(f"  total:                                {t3 - t0:7.1f} s (target < 60 s)")

@@ -315,7 +315,9 @@ class EvalConfig(_Section):
     embedding_dtype: Literal["float32", "bfloat16"] = Field(
         "bfloat16", description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999)"
     )
-    embedding_batch_size: int = Field(128, ge=1, description="texts per embedding forward pass")
+    embedding_batch_size: int = Field(
+        32, ge=1, description="texts per embedding forward pass (32: ~18 % more texts/s than 128 on a 2-core CPU in bf16)"
+    )
     samples_per_prompt: int = Field(3, ge=2, description="n per prompt (diversity metrics need >= 2)")
     max_new_tokens: int = Field(32, ge=1)
     temperature: float = Field(1.0, ge=0, description="0: greedy (one sample, repeated n times)")

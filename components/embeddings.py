@@ -49,7 +49,7 @@ def load_embedder(device: str = "cpu"):
     return SentenceTransformer(str(embedding_model_dir()), device=device, local_files_only=True)
 
 
-def embed(texts: Sequence[str], batch_size: int = 128, device: str = "auto", dtype: str = "float32") -> np.ndarray:
+def embed(texts: Sequence[str], batch_size: int = 32, device: str = "auto", dtype: str = "float32") -> np.ndarray:
     """(n, 384) float32 unit-norm embeddings; an empty text embeds like any other string.
 
     `device` follows the trainer's policy (`components.models.device.resolve_device`): `auto` is
