@@ -83,24 +83,21 @@ class RawVllm:
     def __init__(self, engine, vllm_cfg, dtype: str):
         import multiprocessing
 
-        from components.generation.vllm_engine import _MIN_BATCHED_TOKENS, engine_env
+        from components.generation.vllm_engine import engine_env, engine_kwargs
 
-        llm_kwargs = dict(
-            model=str(engine._base_dir), dtype=dtype, seed=1234, enforce_eager=vllm_cfg.enforce_eager,
-            max_model_len=vllm_cfg.max_model_len, max_num_seqs=vllm_cfg.max_num_seqs, enable_chunked_prefill=False,
-            max_num_batched_tokens=max(vllm_cfg.max_model_len, _MIN_BATCHED_TOKENS), logprobs_mode="processed_logprobs",
-            disable_log_stats=True,
-        )  # fmt: skip
+        llm_kwargs = engine_kwargs(vllm_cfg, engine._base_dir, engine._base_dir, dtype, seed=1234)
         env = {**engine_env(vllm_cfg), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
         self._engine = engine
-        self._conn, child = multiprocessing.get_context("spawn").Pipe()
-        self._proc = multiprocessing.get_context("spawn").Process(target=_raw_vllm_child, args=(child, env, llm_kwargs))
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_raw_vllm_child, args=(child, env, llm_kwargs))
         self._proc.start()
         assert self._conn.recv() == "ready"
 
     def run(self, prompts: list[str], cfg) -> dict:
-        sampling = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": 0, "max_tokens": cfg.max_new_tokens, "logprobs": 0}
-        self._conn.send((self._engine.prompt_ids(prompts), sampling))
+        from components.generation.vllm_engine import sampling_kwargs
+
+        self._conn.send((self._engine.prompt_ids(prompts), sampling_kwargs(cfg)))
         result = self._conn.recv()
         return {"sequences": len(prompts) * cfg.n, **result, "tok_s": result["tokens"] / result["seconds"], "texts": []}
 

@@ -48,6 +48,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from components.config import EvalConfig, ParamsError, VllmConfig
 from components.contracts.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_files
@@ -85,6 +86,22 @@ def engine_env(cfg: VllmConfig) -> dict[str, str]:
     if setting != "auto":
         env[THREADS_BIND_ENV] = setting
     return env
+
+
+def engine_kwargs(cfg: VllmConfig, weights_dir: Path, tokenizer_dir: Path, dtype: str, seed: int) -> dict[str, Any]:
+    """`LLM(**kwargs)` for `cfg`'s engine settings (LoRA, sleep mode and GPU-only arguments are added
+    by the caller); whole prompts, not chunked, and log-probs of the distribution sampled."""
+    return dict(
+        model=str(weights_dir), tokenizer=str(tokenizer_dir), dtype=dtype, seed=seed, enforce_eager=cfg.enforce_eager,
+        max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs, enable_chunked_prefill=False,
+        max_num_batched_tokens=max(cfg.max_model_len, _MIN_BATCHED_TOKENS), logprobs_mode="processed_logprobs",
+        disable_log_stats=True,
+    )  # fmt: skip
+
+
+def sampling_kwargs(cfg: SamplingConfig) -> dict[str, Any]:
+    """`SamplingParams(**kwargs)` for `cfg` (no top-k; the sampled token's log-prob returned)."""
+    return {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": 0, "max_tokens": cfg.max_new_tokens, "logprobs": 0}
 
 
 def device_kwargs(cfg: VllmConfig, cuda: bool | None = None) -> dict[str, float]:
@@ -138,17 +155,7 @@ class VllmEngine:
         lora = {"enable_lora": True, "max_lora_rank": self._cfg.max_lora_rank, "max_loras": 1} if enable_lora else {}
         env = engine_env(self._cfg)
         llm_kwargs = dict(
-            model=str(weights_dir),
-            tokenizer=str(self._base_dir),
-            dtype=self._dtype,
-            seed=self._seed,
-            enforce_eager=self._cfg.enforce_eager,
-            max_model_len=self._cfg.max_model_len,
-            max_num_seqs=self._cfg.max_num_seqs,
-            enable_chunked_prefill=False,
-            max_num_batched_tokens=max(self._cfg.max_model_len, _MIN_BATCHED_TOKENS),
-            logprobs_mode="processed_logprobs",
-            disable_log_stats=True,
+            **engine_kwargs(self._cfg, weights_dir, self._base_dir, self._dtype, self._seed),
             **lora,
             **device_kwargs(self._cfg),
             **({"enable_sleep_mode": True} if getattr(self._cfg, "sleep_level", 0) else {}),
@@ -215,10 +222,7 @@ class VllmEngine:
             return []
         llm, lora = self._engine_for(adapter)
         ids = self.prompt_ids(prompts)
-        sampling = {
-            "n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": 0,
-            "max_tokens": cfg.max_new_tokens, "logprobs": 0,
-        }  # fmt: skip
+        sampling = sampling_kwargs(cfg)
         if self._cfg.seeding == "request":
             outputs = llm.generate(ids, sampling, seeds=[cfg.seed + i * cfg.n for i in range(len(ids))], lora=lora)
         else:
