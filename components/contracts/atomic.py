@@ -8,6 +8,8 @@
   renamed aside (`.<name>-old`), the new one (mode 0755) renamed in, then the old one removed, so there is no
   moment without a complete folder. `recover_dir` finishes a swap that a crash interrupted between
   the two renames (the folder gone, its previous version aside): it puts the previous one back.
+  A symlinked `out_dir` is followed: the swap happens at the link's target and the link stays. When
+  the swap itself fails, the new folder is kept and the error (`SwapError`) names where it is.
 
 Standard library only: every layer may use it.
 """
@@ -21,6 +23,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from components.contracts.errors import UserError
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755  # mkdtemp creates 0700
@@ -52,14 +56,33 @@ def atomic_write_json(path: Path, payload: Any) -> Path:
     return atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
 
 
+class SwapError(UserError, OSError):
+    """A finished folder could not be swapped in; it is kept, and the message says where."""
+
+
 def _aside(out_dir: Path) -> Path:
     return out_dir.with_name(f".{out_dir.name}-old")
+
+
+def _target(out_dir: Path) -> Path:
+    """Where the swap happens: `out_dir`, or the folder a symlinked `out_dir` points to."""
+    out_dir = Path(out_dir)
+    return out_dir.resolve() if out_dir.is_symlink() else out_dir
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder, file or link (a link alone, never what it points to); absent is fine."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def recover_dir(out_dir: Path) -> str | None:
     """Finish a swap a crash interrupted: `out_dir` gone but its previous version set aside ->
     put the previous version back. Returns what was done, or None when there was nothing to do."""
-    out_dir, old = Path(out_dir), _aside(Path(out_dir))
+    out_dir = _target(out_dir)
+    old = _aside(out_dir)
     if out_dir.exists() or not old.is_dir():
         return None
     old.rename(out_dir)
@@ -67,30 +90,40 @@ def recover_dir(out_dir: Path) -> str | None:
 
 
 def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
-    """Run `write(tmp)` into a fresh sibling folder, then swap it in for `out_dir`."""
-    out_dir = Path(out_dir)
+    """Run `write(tmp)` into a fresh sibling folder, then swap it in for `out_dir` (or, when
+    `out_dir` is a symlink, for the folder it points to)."""
+    given, out_dir = Path(out_dir), _target(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
     try:
         write(tmp)
         tmp.chmod(DIR_MODE)
-        old = None
-        if out_dir.exists():
-            old = _aside(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-        try:
-            tmp.rename(out_dir)
-        except BaseException:
-            if old is not None and not out_dir.exists():
-                old.rename(out_dir)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+        raise
+    try:
+        _swap(tmp, out_dir)
+    except OSError as exc:
+        raise SwapError(f"{given}: could not be replaced ({exc}); the new version is kept in {tmp}") from exc
+    return given
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_dir", "atomic_write", "atomic_write_json", "atomic_write_text", "recover_dir"]
+def _swap(tmp: Path, out_dir: Path) -> None:
+    """Rename `out_dir` aside, `tmp` in, then remove the aside; on failure put the old one back."""
+    old = None
+    if out_dir.exists() or out_dir.is_symlink():
+        old = _aside(out_dir)
+        _remove(old)
+        out_dir.rename(old)
+    try:
+        tmp.rename(out_dir)
+    except BaseException:
+        if old is not None and not out_dir.exists():
+            old.rename(out_dir)
+        raise
+    if old is not None:
+        _remove(old)
+
+
+__all__ = ["DIR_MODE", "FILE_MODE", "SwapError", "atomic_dir", "atomic_write", "atomic_write_json", "atomic_write_text", "recover_dir"]

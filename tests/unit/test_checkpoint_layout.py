@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from components.contracts import checkpoint as layout
@@ -70,6 +71,45 @@ def test_what_is_written_is_found_where_the_layout_says(tmp_path):
         writer.save_train_state(paths.resume, step, model, optimizer, None, {"samples": step})
     assert latest_train_state(paths.resume) == paths.resume / "step-000002"
     assert [p.name for p in paths.resume.iterdir()] == ["step-000002"]  # newest only
+
+
+def test_a_symlinked_checkpoint_folder_is_followed_and_every_training_kept(tmp_path):
+    """latest -> elsewhere: each save lands in elsewhere, the link stays, nothing is set aside."""
+    elsewhere, paths = tmp_path / "elsewhere", CheckpointLayout(tmp_path / "checkpoints")
+    elsewhere.mkdir()
+    paths.root.mkdir()
+    paths.latest.symlink_to(elsewhere)
+    for steps in (1, 2, 3):
+        writer.save_checkpoint(paths.latest, Model(), {"steps": steps}, [])
+        assert paths.latest.is_symlink() and read_state(elsewhere) == {"steps": steps}
+    assert sorted(p.name for p in paths.root.iterdir()) == ["latest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "elsewhere"]
+
+
+def test_a_stale_aside_link_does_not_lose_the_new_checkpoint(tmp_path):
+    """A `.latest-old` link (what a swap of a symlinked folder used to leave) is removed, not followed."""
+    paths, kept = CheckpointLayout(tmp_path / "checkpoints"), tmp_path / "kept"
+    kept.mkdir()
+    (kept / "x").write_text("x")
+    writer.save_checkpoint(paths.latest, Model(), {"steps": 1}, [])
+    (paths.root / ".latest-old").symlink_to(kept)
+    writer.save_checkpoint(paths.latest, Model(), {"steps": 2}, [])
+    assert read_state(paths.latest) == {"steps": 2} and (kept / "x").is_file()
+    assert sorted(p.name for p in paths.root.iterdir()) == ["latest"]
+
+
+def test_a_failed_swap_keeps_the_new_folder_and_says_where(tmp_path, monkeypatch):
+    from components.contracts import atomic
+    from components.contracts.errors import UserError
+
+    def fail(tmp, out_dir):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(atomic, "_swap", fail)
+    with pytest.raises(UserError, match="the new version is kept in") as info:
+        writer.save_checkpoint(tmp_path / "latest", Model(), {"steps": 1}, [])
+    kept = Path(str(info.value).rsplit(" ", 1)[-1])
+    assert read_state(kept) == {"steps": 1} and "\n" not in str(info.value)
 
 
 def test_the_contract_imports_no_torch():
