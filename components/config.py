@@ -512,6 +512,23 @@ class Params(_Section):
                                  "'consistency' is the `study` section)")  # fmt: skip
         return self
 
+    @model_validator(mode="after")
+    def _generation_fits_engines(self) -> "Params":
+        """A prompt (at most data.max_prompt_tokens) plus max_new_tokens must fit the max_model_len of
+        every vLLM engine in use; the model's own context is checked where it is loaded."""
+        prompt = self.data.max_prompt_tokens
+        engines = (
+            ("train", self.train.max_new_tokens, self.train.rollout.engine, "train.rollout.vllm", self.train.rollout.vllm),
+            ("eval", self.eval.max_new_tokens, self.eval.engine, "eval.vllm", self.eval.vllm),
+        )
+        for key, new_tokens, engine, name, vllm in engines:
+            if engine == "vllm" and prompt + new_tokens > vllm.max_model_len:
+                raise ValueError(
+                    f"{key}.max_new_tokens ({new_tokens}) + data.max_prompt_tokens ({prompt}) exceed "
+                    f"{name}.max_model_len ({vllm.max_model_len}): lower {key}.max_new_tokens or raise {name}.max_model_len"
+                )
+        return self
+
     def section_dict(self, *names: str) -> dict[str, Any]:
         """Plain dict of some sections (for logging as run params)."""
         return self.model_dump(mode="json", include=set(names))

@@ -40,6 +40,7 @@ from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
+from components.models.context import check_fits, context_length, longest_prompt_tokens
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
@@ -190,6 +191,17 @@ def _lr_scheduler(optimizer, params: Params):
     return get_scheduler(cfg.lr_scheduler, optimizer, num_warmup_steps=cfg.warmup_steps, num_training_steps=total)
 
 
+def check_generation_fits(params: Params, groups: list[PromptGroup], model_config, tokenizer) -> None:
+    """The longest training prompt plus train.max_new_tokens must fit the model's context and, with
+    vLLM rollouts, the engine's max_model_len: refused before training, not hung or cut inside it."""
+    cfg = params.train
+    longest = longest_prompt_tokens(tokenizer, (m.text for g in groups for m in g.members))
+    check_fits(longest, cfg.max_new_tokens, "train.max_new_tokens", context_length(model_config), "the model's context")
+    if cfg.rollout.engine == "vllm":
+        limit = cfg.rollout.vllm.max_model_len
+        check_fits(longest, cfg.max_new_tokens, "train.max_new_tokens", limit, "train.rollout.vllm.max_model_len")
+
+
 def snapshot_dir(checkpoint_dir: Path, step: int) -> Path:
     """Where `train.snapshot_every` keeps the adapter of `step`: <checkpoint_dir>/../snapshots/step-NNNNN."""
     return CheckpointLayout.beside(checkpoint_dir).snapshot(step)
@@ -241,6 +253,7 @@ def train(
     state_dir = Path(state_dir) if state_dir is not None else CheckpointLayout.beside(checkpoint_dir).resume
     seed_everything(params.seed)
     base, tokenizer = load_base_model(base_model_dir, params.model.dtype)
+    check_generation_fits(params, groups, base.config, tokenizer)
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = attach_lora(base, params.lora).to(ctx.device)  # train.device: every weight, and so every activation

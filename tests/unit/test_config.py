@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,19 @@ def test_engines_are_registry_names_checked_with_the_others(tmp_path):
     params = load_params(write(tmp_path, {"train": {"rollout": {"engine": "sglang"}}}))
     with pytest.raises(UnknownNameError, match=r"train\.rollout\.engine: unknown rollout engine 'sglang'; known: \['transformers', 'vllm'\]"):
         check_registered_names(params)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"train": {"max_new_tokens": 100_000_000, "rollout": {"engine": "vllm"}}},
+         "train.max_new_tokens (100000000) + data.max_prompt_tokens (256) exceed train.rollout.vllm.max_model_len (1024)"),
+        ({"eval": {"max_new_tokens": 900}},
+         "eval.max_new_tokens (900) + data.max_prompt_tokens (256) exceed eval.vllm.max_model_len (1024)"),
+    ],
+)  # fmt: skip
+def test_generation_must_fit_the_vllm_engines_at_load(tmp_path, raw, expected):
+    with pytest.raises(ParamsError, match=re.escape(expected)):
+        load_params(write(tmp_path, raw))
+    # an engine not in use does not bound it: the model's context does, where the model is loaded
+    assert load_params(write(tmp_path, {"train": {"max_new_tokens": 100_000_000}})).train.max_new_tokens == 100_000_000

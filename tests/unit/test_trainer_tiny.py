@@ -114,3 +114,25 @@ def test_gradient_checkpointing_with_shared_prompts_is_refused():
     with pytest.raises(ValueError, match="gradient_checkpointing needs share_prompts: false"):
         TrainConfig(gradient_checkpointing=True, share_prompts=True)
     assert TrainConfig(gradient_checkpointing=True, share_prompts=False).gradient_checkpointing
+
+
+def test_generation_beyond_the_model_context_is_refused_before_training(tiny_model_dir, tmp_path):
+    """max_new_tokens + the longest chat prompt must fit the model (8192 positions) and a vLLM
+    rollout engine's max_model_len: refused in one line naming both numbers, nothing written."""
+    import re
+
+    from components.config import RolloutConfig, RolloutVllmConfig
+    from components.contracts.errors import UserError
+
+    with pytest.raises(UserError, match=r"train\.max_new_tokens \(100000000\) \+ the longest prompt \((\d+) tokens\) "
+                                        r"exceed the model's context \(8192 tokens\)") as info:  # fmt: skip
+        train(tiny_params(max_new_tokens=100_000_000), groups(2), tiny_model_dir, tmp_path / "a", show_progress=False)
+    assert "\n" not in str(info.value) and not (tmp_path / "a").exists()
+    longest = int(re.search(r"\((\d+) tokens\)", str(info.value)).group(1))
+    assert 20 < longest < 100  # the chat template included
+    params = tiny_params(max_new_tokens=300)
+    vllm = RolloutConfig(engine="vllm", vllm=RolloutVllmConfig(max_model_len=256))
+    params = params.model_copy(update={"train": params.train.model_copy(update={"rollout": vllm})})
+    with pytest.raises(UserError, match=rf"train\.max_new_tokens \(300\) \+ the longest prompt \({longest} tokens\) "
+                                        r"exceed train\.rollout\.vllm\.max_model_len \(256 tokens\)"):  # fmt: skip
+        train(params, groups(2), tiny_model_dir, tmp_path / "b", show_progress=False)
