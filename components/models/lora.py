@@ -23,10 +23,14 @@ class AdapterNotFoundError(AdapterError, FileNotFoundError):
 
 
 def attach_lora(model, cfg: LoraConfig):
-    """Wrap `model` in a fresh trainable LoRA adapter (B = 0, so the policy starts at the base)."""
+    """Wrap `model` in a fresh trainable LoRA adapter (B = 0, so the policy starts at the base);
+    the target modules are checked against the model's first (`ModelProvisionError` names those it has)."""
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
+    from components.models.provision import check_lora_targets
+
+    check_lora_targets(model, list(cfg.target_modules), f"model {type(model).__name__}")
     peft_cfg = PeftLoraConfig(
         r=cfg.r,
         lora_alpha=cfg.lora_alpha,

@@ -155,13 +155,15 @@ def _load_hf(folder: Path):
 
 def check_lora_targets(model, target_modules: list[str], where: str) -> None:
     """Every LoRA target module name must name some layer of `model` that LoRA can wrap (Linear,
-    transformers' Conv1D, Embedding); else a clear error listing the names it does have."""
+    transformers' Conv1D, Embedding), matched as peft matches it (the whole name or its dotted
+    suffix, e.g. `q_proj` or `self_attn.q_proj`); else a clear error listing the names it does have."""
     import torch
     from transformers.pytorch_utils import Conv1D
 
     kinds = (torch.nn.Linear, torch.nn.Embedding, Conv1D)
-    linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if name and isinstance(module, kinds)})
-    missing = [t for t in target_modules if t not in linear]
+    names = [name for name, module in model.named_modules() if name and isinstance(module, kinds)]
+    linear = sorted({name.rsplit(".", 1)[-1] for name in names})
+    missing = [t for t in target_modules if not any(n == t or n.endswith(f".{t}") for n in names)]
     if missing:
         raise ModelProvisionError(
             f"{where}: lora.target_modules {missing} are not modules of this model; the modules LoRA can wrap: {linear}"

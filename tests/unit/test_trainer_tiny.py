@@ -136,3 +136,21 @@ def test_generation_beyond_the_model_context_is_refused_before_training(tiny_mod
     with pytest.raises(UserError, match=rf"train\.max_new_tokens \(300\) \+ the longest prompt \({longest} tokens\) "
                                         r"exceed train\.rollout\.vllm\.max_model_len \(256 tokens\)"):  # fmt: skip
         train(params, groups(2), tiny_model_dir, tmp_path / "b", show_progress=False)
+
+
+def test_unknown_lora_targets_are_refused_before_training_naming_the_modules_there_are(tiny_model_dir, tmp_path):
+    """The base model was provisioned before lora.target_modules changed: training checks them again
+    (it died in peft with NoMatchingPeftModuleError), matching as peft does (a dotted suffix is a name)."""
+    from components.contracts.errors import UserError
+    from components.models.lora import attach_lora
+    from components.models.provision import load_base_model
+
+    params = tiny_params()
+    params = params.model_copy(update={"lora": params.lora.model_copy(update={"target_modules": ["q_proj", "no_such_module"]})})
+    with pytest.raises(UserError, match=r"lora\.target_modules \['no_such_module'\] are not modules of this model; "
+                                        r"the modules LoRA can wrap: \[.*'q_proj'.*\]") as info:  # fmt: skip
+        train(params, groups(2), tiny_model_dir, tmp_path / "a", show_progress=False)
+    assert "\n" not in str(info.value) and not (tmp_path / "a").exists()
+    model, _ = load_base_model(tiny_model_dir)
+    lora = params.lora.model_copy(update={"target_modules": ["self_attn.q_proj", "v_proj"]})
+    assert attach_lora(model, lora).peft_config["default"].target_modules == {"self_attn.q_proj", "v_proj"}
