@@ -25,12 +25,15 @@ Two kinds of file, told apart by their ``task`` key:
         phrasings: ["Name a country in Asia. Answer with just the name."]
 
 Any problem (bad YAML, missing key, wrong type, unknown placeholder, unknown normaliser) raises
-`TemplateError` naming the file and the key.
+`TemplateError` naming the file and the key, in one line that shows at most a short excerpt of a
+value. A template is plain data: a file over `MAX_TEMPLATE_BYTES` and YAML aliases (`*name`, which
+can expand a small file into billions of values) are refused before any value is built.
 """
 
 from __future__ import annotations
 
 import math
+import reprlib
 import string
 from pathlib import Path
 from typing import Annotated, Literal
@@ -46,8 +49,36 @@ SlotValue = Scalar | dict[str, Scalar]
 Text = Annotated[str, Field(min_length=1)]
 
 
+MAX_TEMPLATE_BYTES = 1 << 20  # the shipped templates are a few KB
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel = 60, 60, 2
+
+
 class TemplateError(UserError, ValueError):
     """A template file is unreadable or invalid (the message names the file and the key)."""
+
+
+def _short(value: object) -> str:
+    """repr() of `value` cut to a few dozen characters, never expanding what it does not show."""
+    return _SHORT.repr(value)
+
+
+class _AliasRefused(yaml.YAMLError):
+    """A YAML alias in a template (refused when the parser meets it, before it is expanded)."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """`yaml.safe_load` that refuses aliases instead of composing them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasRefused(
+                f"line {event.start_mark.line + 1}: YAML alias *{event.anchor}: templates may not use aliases "
+                "(they can expand a small file into billions of values); write the value out"
+            )
+        return super().compose_node(parent, index)
 
 
 class _Model(BaseModel):
@@ -117,6 +148,7 @@ Template = ConsistencyTemplate | DiversityTemplate
 def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
+        part = part if isinstance(part, int) or len(str(part)) <= 60 else _short(part)
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "<top>"
 
@@ -193,12 +225,12 @@ def _check_diversity(template: DiversityTemplate) -> None:
         raise ValueError("tasks: no tasks written and none generated (give `tasks` or `generate`)")
     for i, spec in enumerate(template.generate):
         if spec.generator not in GENERATORS:
-            raise ValueError(f"generate[{i}].generator: unknown {spec.generator!r}; known: {', '.join(GENERATORS.names())}")
+            raise ValueError(f"generate[{i}].generator: unknown {_short(spec.generator)}; known: {', '.join(GENERATORS.names())}")
     seen: set[str] = set()
     for i, task in enumerate(template.all_tasks()):
         where = f"tasks[{i}]"
         if task.domain in seen:
-            raise ValueError(f"{where}.domain: duplicate domain {task.domain!r}")
+            raise ValueError(f"{where}.domain: duplicate domain {_short(task.domain)}")
         seen.add(task.domain)
         try:
             normalize = get_normalizer(task.normalizer)
@@ -208,8 +240,8 @@ def _check_diversity(template: DiversityTemplate) -> None:
             for spelling in aliases(answer):
                 if normalize(spelling, task.valid_answers) != answer:
                     raise ValueError(
-                        f"{where}.valid_answers: {spelling!r} is not mapped onto {answer!r} "
-                        f"by normaliser {task.normalizer!r} (task {task.domain!r})"
+                        f"{where}.valid_answers: {_short(spelling)} is not mapped onto {_short(answer)} "
+                        f"by normaliser {_short(task.normalizer)} (task {_short(task.domain)})"
                     )
 
 
@@ -225,7 +257,7 @@ def parse_template(raw: object, source: Path | str) -> Template:
         raise TemplateError(f"{source}: key 'task': missing (one of {', '.join(kinds)})")
     if not isinstance(raw["task"], str) or raw["task"] not in kinds:
         raise TemplateError(
-            f"{source}: key 'task': {raw['task']!r} is not one of {', '.join(kinds)}"
+            f"{source}: key 'task': {_short(raw['task'])} is not one of {', '.join(kinds)}"
         )
     try:
         template = kinds[raw["task"]].model_validate(raw)
@@ -246,11 +278,18 @@ def parse_template(raw: object, source: Path | str) -> Template:
 
 
 def load_template(path: Path) -> Template:
-    """Read and validate one template YAML file."""
+    """Read and validate one template YAML file (at most `MAX_TEMPLATE_BYTES`, no aliases)."""
+    size = Path(path).stat().st_size
+    if size > MAX_TEMPLATE_BYTES:
+        raise TemplateError(f"{path}: {size} bytes, more than a template may have ({MAX_TEMPLATE_BYTES})")
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader)
+    except _AliasRefused as exc:
+        raise TemplateError(f"{path}: {exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise TemplateError(f"{path}: not valid YAML: {exc}") from None
+        raise TemplateError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise TemplateError(f"{path}: not valid YAML: nested too deeply") from None
     return parse_template(raw, path)
 
 

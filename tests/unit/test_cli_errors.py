@@ -195,3 +195,28 @@ def test_contradictory_bounds_are_refused_at_load_naming_both_keys(tmp_path, set
     """min_chars above max_chars loaded silently and failed at validation in Great Expectations' words."""
     project = make_project(tmp_path / "p", "tiny")
     one_line_failure(runner.invoke(app, ["show-params", "-S", setting, "--params", str(project / "params.yaml")]), expected)
+
+
+def _aliased_list(levels: int) -> str:
+    """`task:` as a billion-laughs list: each level an alias list of 9 of the level below."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join([*lines, f"task: *a{levels - 1}", ""])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (_aliased_list(6), "investment.yaml: line 2: YAML alias *a0: templates may not use aliases"),
+        ("task: [" + ", ".join(["lol"] * 50_000) + "]\n", "key 'task': ['lol', 'lol', 'lol', 'lol', 'lol', 'lol', ...] is not one of"),
+        ("# padding\n" * 200_000, "investment.yaml: 2000000 bytes, more than a template may have (1048576)"),
+    ],
+)  # fmt: skip
+def test_oversized_or_aliased_templates_are_refused_without_building_the_value(tmp_path, text, expected):
+    """A billion-laughs `task:` died with MemoryError while its repr() was built for the message."""
+    project = make_project(tmp_path / "p", "tiny")
+    (project / "data" / "templates" / "investment.yaml").write_text(text)
+    result = runner.invoke(app, ["build", "--params", str(project / "params.yaml")])
+    one_line_failure(result, expected)
+    [line] = [line for line in result.output.splitlines() if "groupwise build failed:" in line]
+    assert len(line) < 400
