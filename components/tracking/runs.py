@@ -1,7 +1,9 @@
 """MLflow runs: one parent run per pipeline execution, one child run per step.
 
 Default backend: SQLite (`sqlite:///…/mlflow.db`) with a local artifact folder; any tracking URI
-works (`params.tracking.uri` or `GROUPWISE_TRACKING_URI`).
+works (`params.tracking.uri` or `GROUPWISE_TRACKING_URI`). A tracking server that does not accept
+connections is waited for on MLflow's own retry schedule (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
+`MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`), saying so before each wait, then refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sys
+import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -73,8 +77,6 @@ def close_orphaned_runs(experiment_id: str) -> list[str]:
     """Mark KILLED the runs of this experiment left RUNNING by a process of this host that is gone
     (SIGKILL, OOM, a power cut: nothing could end them); say so on stderr. Returns their ids.
     Runs of other hosts are left alone: their liveness cannot be seen from here."""
-    import sys
-
     import mlflow
 
     client = mlflow.MlflowClient()
@@ -92,11 +94,63 @@ def close_orphaned_runs(experiment_id: str) -> list[str]:
     return closed
 
 
+class TrackingUnavailableError(UserError, ConnectionError):
+    """The tracking server does not accept connections (the message names its URI). Its cause is the
+    network error, so a flow still retries it (`is_transient`)."""
+
+
+_BACKOFF_MAX = 120.0  # seconds: urllib3's cap on one wait, which MLflow's retries use
+
+
+def server_waits() -> list[float]:
+    """The waits between connection attempts: MLflow's HTTP retry schedule (its environment
+    variables), so that one setting governs both."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    factor = float(MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get())
+    return [min(factor * 2**i, _BACKOFF_MAX) for i in range(int(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get()))]
+
+
+def _address(uri: str) -> tuple[str, int] | None:
+    """(host, port) to probe for a server URI; None when requests would go through a proxy."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(uri)
+    if not parts.hostname or (parts.scheme in getproxies() and not proxy_bypass(parts.hostname)):
+        return None
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def wait_for_server(uri: str, waits: list[float] | None = None, timeout: float = 5.0) -> None:
+    """Return once the tracking server at `uri` accepts a connection (at once for a local store);
+    before each wait say on stderr what is waited for; at the end a `TrackingUnavailableError`."""
+    address = _address(uri) if is_server(uri) else None
+    if address is None:
+        return
+    waits = server_waits() if waits is None else waits
+    for attempt, wait in enumerate([*waits, None], start=1):
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            return
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if wait is None:
+                raise TrackingUnavailableError(
+                    f"tracking server {uri} does not accept connections ({reason}; {attempt} attempt"
+                    f"{'s' * (attempt > 1)} over {sum(waits):.0f} s): start it, or set GROUPWISE_TRACKING_URI / tracking.uri to one that runs"
+                ) from exc
+            print(f"[tracking] waiting for the tracking server at {uri} ({reason}): attempt {attempt + 1} of "
+                  f"{len(waits) + 1} in {wait:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+            time.sleep(wait)
+
+
 def configure(cfg: TrackingConfig) -> str:
     """Point MLflow at the tracking URI and make sure the experiment exists; returns its id. The
     first call of a process on an experiment also closes runs that dead processes left RUNNING."""
     import mlflow
 
+    wait_for_server(cfg.uri)
     mlflow.set_tracking_uri(cfg.uri)
     mlflow.set_registry_uri(cfg.uri)  # else the registry may follow another thread's tracking URI
     with _first_use_lock(cfg.uri):

@@ -101,3 +101,39 @@ def test_a_first_use_lock_held_too_long_is_a_user_error_that_a_flow_still_retrie
     assert runs.is_transient(held.value)  # the Timeout cause: a flow's task retries it
     with runs._first_use_lock(uri, timeout=0.1):  # free again: taken and released
         pass
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens on it once closed
+
+
+def test_an_unreachable_tracking_server_is_waited_for_aloud_then_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """It retried silently for ~4 min inside MLflow, then exited 1 with a traceback. The waits follow
+    MLflow's retry settings; each is announced; the end is one line naming the URI, exit code 2."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from tests.conftest import make_project
+
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    assert runs.server_waits() == [0.0, 0.0]
+    with pytest.raises(runs.TrackingUnavailableError) as info:
+        runs.configure(TrackingConfig(uri=uri, artifact_location=tmp_path / "a"))
+    message = str(info.value)
+    assert message.startswith(f"tracking server {uri} does not accept connections (Connection refused; 3 attempts")
+    assert "\n" not in message and runs.is_transient(info.value)  # a flow's task retries still apply
+    waits = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[tracking] waiting")]
+    assert waits == [f"[tracking] waiting for the tracking server at {uri} (Connection refused): attempt {n} of 3 in 0 s" for n in (2, 3)]
+
+    project = make_project(tmp_path / "p", "tiny")
+    monkeypatch.setenv("GROUPWISE_TRACKING_URI", uri)
+    result = CliRunner().invoke(app, ["validate", "--params", str(project / "params.yaml")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"groupwise validate failed: tracking server {uri} does not accept connections" in " ".join(result.output.split())
+    runs.wait_for_server("sqlite:///anything.db", waits=[])  # a local store: nothing to wait for
