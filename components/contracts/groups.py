@@ -7,8 +7,9 @@ A *group* is the unit every GRPO variant in groupwise is relative to:
 
 - ``task="consistency"`` (information-consistent GRPO, Prabhune et al. 2025, arXiv:2512.12858):
   the same question asked in semantically equivalent *variants* that differ on declared axes
-  (``variant_axes``, e.g. ``{"gender": ["woman", "man"]}``) and sometimes in phrasing. Rewards
-  and advantages are computed over the samples of all variants together.
+  (``variant_axes``, e.g. ``{"gender": ["woman", "man"]}``) and sometimes in phrasing, and only
+  there (`undeclared_differences`). Rewards and advantages are computed over the samples of all
+  variants together.
 - ``task="diversity"`` (GAPO, frequency-aware reward): one prompt (a single member) with a known
   set of valid answers ``valid_answers`` and the name of the ``answer_normalizer`` that maps a
   completion onto that set. An entry may list aliases separated by ``|`` (``"autumn|fall"``): they
@@ -21,7 +22,7 @@ Rows are built from `data/templates/*.yaml` by `components.data.builder`, writte
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,3 +65,23 @@ class PromptGroup(BaseModel):
     @property
     def prompts(self) -> list[str]:
         return [m.text for m in self.members]
+
+
+def undeclared_differences(axes: Any, members: Any) -> list[str] | None:
+    """How a consistency group's members differ beyond its declared variant axes: an attribute some
+    members lack (``age: on 1 of 2 members``) or an undeclared one whose value varies
+    (``age: ['30', '70'] (not a declared axis)``); None if not computable. Such a group's gap would
+    compare more than its axes. `axes` and `members` as in a groups file's JSON row (members: dicts);
+    None also when no axis is declared (a group that is already wrong for that)."""
+    if not isinstance(axes, dict) or not axes or not isinstance(members, list):
+        return None
+    attributes = [m.get("attributes") if isinstance(m, dict) else None for m in members]
+    attributes = [a if isinstance(a, dict) else {} for a in attributes]
+    differences = []
+    for name in sorted({str(k) for a in attributes for k in a}):
+        values = [a[name] for a in attributes if name in a]
+        if len(values) < len(attributes):
+            differences.append(f"{name}: on {len(values)} of {len(attributes)} members")
+        elif name not in axes and len({str(v) for v in values}) > 1:
+            differences.append(f"{name}: {sorted({str(v) for v in values})} (not a declared axis)")
+    return differences

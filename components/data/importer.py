@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from components.contracts.errors import UserError
+from components.contracts.groups import undeclared_differences
 from components.config import DataConfig
 from components.data.builder import assign_splits
 from components.data.io import SPLITS, TASKS, MissingGroupsFileError, iter_jsonl, write_groups
@@ -178,6 +179,8 @@ def rows_to_groups(path: Path, rows: list[tuple[int, dict[str, Any]]], data_cfg:
                 if row.get(name) != first.get(name):
                     raise ImportRowError(path, line, name, f"{row.get(name)!r} differs from line {first_line} of group {group_id!r} ({first.get(name)!r})")
         task = first.get("task", "consistency")
+        if task == "consistency":
+            _check_differs_only_on_axes(path, group_id, members, axes.get(first["domain"], {}))
         seen_ids: dict[str, int] = {}
         built_members = []
         for k, (line, row) in enumerate(members):
@@ -205,6 +208,20 @@ def rows_to_groups(path: Path, rows: list[tuple[int, dict[str, Any]]], data_cfg:
             field = ".".join(str(p) for p in error["loc"]) or "<row>"
             raise ImportRowError(path, first_line, field, error["msg"]) from None
     return groups if with_split else assign_splits(groups, data_cfg, seed)
+
+
+def _check_differs_only_on_axes(path: Path, group_id: str, members: list[tuple[int, dict[str, Any]]], axes: dict) -> None:
+    """A group's variants differ only on its axes: each names the same attributes (the first row
+    naming other ones than the group's first row is reported)."""
+    differences = undeclared_differences(axes, [row for _, row in members])
+    if differences:
+        names = [set(row.get("attributes", {})) for _, row in members]
+        line = next((line for (line, _), n in zip(members, names) if n != names[0]), members[0][0])
+        raise ImportRowError(
+            path, line, "attributes",
+            f"the variants of group {group_id!r} differ beyond their axes ({'; '.join(differences)}): give every "
+            "variant the same attribute names, so that the group compares one axis at a time",
+        )  # fmt: skip
 
 
 def import_groups(path: Path, out_dir: Path, data_cfg: DataConfig, seed: int) -> tuple[list[PromptGroup], dict[str, Path]]:

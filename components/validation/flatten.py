@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from components.contracts.groups import undeclared_differences
 from components.contracts.naming import UnknownNameError
 from components.data.io import TASKS, iter_jsonl
 from components.data.normalizers import DEFAULT_NORMALIZER, aliases, get_normalizer
@@ -209,6 +210,9 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     missing = _missing_axis_values(row) if is_consistency else None
     record["consistency_missing_axis_values"] = missing
     record["consistency_n_missing_axis_values"] = len(missing) if missing is not None else None
+    extra = undeclared_differences(axes, members) if is_consistency else None
+    record["consistency_undeclared_differences"] = extra
+    record["consistency_n_undeclared_differences"] = len(extra) if extra is not None else None
     answers = row.get("valid_answers")
     answers = answers if isinstance(answers, list) else []
     record["diversity_n_valid_answers"] = (
@@ -290,6 +294,7 @@ _GROUP_INTS = (
     "consistency_n_members",
     "consistency_n_axes",
     "consistency_n_missing_axis_values",
+    "consistency_n_undeclared_differences",
     "diversity_n_valid_answers",
 )
 _MEMBER_INTS = (

@@ -37,6 +37,9 @@ RULES: dict[str, str] = {
     "consistency_has_min_members": f"a consistency group has >= {MIN_CONSISTENCY_MEMBERS} members",
     "consistency_declares_variant_axes": "a consistency group declares at least one variant axis",
     "consistency_covers_variant_axes": "members cover every value of every declared variant axis",
+    "consistency_differs_only_on_axes": "a consistency group's members differ only on its declared variant axes: "
+    "every member has the same attribute names, and an attribute that is not an axis has one value in the group "
+    "(else the gap compares more than the axis)",
     "diversity_has_valid_answers": "a diversity task has a non-empty set of valid answers",
     "diversity_normalizer_registered": "a diversity task names a registered answer normaliser",
     "valid_answers_distinct": "a diversity task lists each valid answer once (aliases split on '|', case and "
@@ -162,6 +165,10 @@ def checks(data_cfg: DataConfig) -> list[Check]:
         _between(
             "consistency_covers_variant_axes", "groups", "consistency_n_missing_axis_values", 0, 0,
             shows="consistency_missing_axis_values", label="missing",
+        ),
+        _between(
+            "consistency_differs_only_on_axes", "groups", "consistency_n_undeclared_differences", 0, 0,
+            shows="consistency_undeclared_differences", label="differ on",
         ),
         _between(
             "diversity_has_valid_answers", "groups", "diversity_n_valid_answers", 1, None,

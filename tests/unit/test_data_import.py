@@ -85,6 +85,9 @@ def test_answer_instruction_is_appended_to_every_consistency_prompt_alike():
         ([{"group_id": "g", "domain": "job", "text": "q", "split": "train"}, {"group_id": "h", "domain": "job", "text": "r"}], "f.jsonl: line 2: split: set in some rows and not in others"),
         ([{"group_id": "g", "domain": "job", "text": "q", "attributes": {"age": 30}}], "f.jsonl: line 1: attributes: must map axis names to string values"),
         ([{"group_id": "g", "domain": "x", "task": "diversity", "text": "q", "valid_answers": "a,b"}], "f.jsonl: line 1: valid_answers: must be a list of strings"),
+        ([{"group_id": "g", "domain": "job", "text": "As a woman, may I?", "attributes": {"gender": "woman"}},
+          {"group_id": "g", "domain": "job", "text": "As a man of 70, may I?", "attributes": {"gender": "man", "age": "70"}}],
+         "f.jsonl: line 2: attributes: the variants of group 'g' differ beyond their axes (age: on 1 of 2 members)"),
     ],
 )
 def test_bad_rows_fail_with_one_line_naming_file_line_field_and_rule(rows, expected):

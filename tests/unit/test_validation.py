@@ -104,6 +104,24 @@ def _drop_man(rows: Rows) -> list[Where]:
     return [Where(12, r["group_id"], "missing: ['gender=man']")]
 
 
+def _man_also_aged(rows: Rows) -> list[Where]:
+    """The man variants also say age 70: the group's gap would compare gender and age at once."""
+    r = rows["consistency"][26]
+    for m in r["members"]:
+        if m["attributes"]["gender"] == "man":
+            m["attributes"]["age"] = "70"
+    n = len(r["members"])
+    return [Where(27, r["group_id"], f"differ on: ['age: on {n // 2} of {n} members']")]
+
+
+def _undeclared_axis_varies(rows: Rows) -> list[Where]:
+    """Every variant names an age, but not the same one, and age is not a declared axis."""
+    r = rows["consistency"][27]
+    for m in r["members"]:
+        m["attributes"]["age"] = "70" if m["attributes"]["gender"] == "man" else "30"
+    return [Where(28, r["group_id"], "differ on: [\"age: ['30', '70'] (not a declared axis)\"]")]
+
+
 def _empty_diversity(rows: Rows) -> list[Where]:
     rows["diversity"].clear()
     return [Where(None, None, "0 group(s)")]
@@ -303,6 +321,8 @@ BREAKAGES = [
     ),
     Breakage("consistency_declares_variant_axes", "consistency", _no_axes),
     Breakage("consistency_covers_variant_axes", "consistency", _drop_man),
+    Breakage("consistency_differs_only_on_axes", "consistency", _man_also_aged),
+    Breakage("consistency_differs_only_on_axes", "consistency", _undeclared_axis_varies),
     Breakage("diversity_has_valid_answers", "diversity", _empty_valid_set),
     Breakage("diversity_normalizer_registered", "diversity", _unknown_normalizer),
     Breakage(
