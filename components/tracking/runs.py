@@ -140,8 +140,9 @@ def wait_for_server(uri: str, waits: list[float] | None = None, timeout: float =
                     f"tracking server {uri} does not accept connections ({reason}; {attempt} attempt"
                     f"{'s' * (attempt > 1)} over {sum(waits):.0f} s): start it, or set GROUPWISE_TRACKING_URI / tracking.uri to one that runs"
                 ) from exc
+            total = f" ({sum(waits):.0f} s in all; MLFLOW_HTTP_REQUEST_MAX_RETRIES sets the attempts)" if attempt == 1 else ""
             print(f"[tracking] waiting for the tracking server at {uri} ({reason}): attempt {attempt + 1} of "
-                  f"{len(waits) + 1} in {wait:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+                  f"{len(waits) + 1} in {wait:.0f} s{total}", file=sys.stderr, flush=True)  # fmt: skip
             time.sleep(wait)
 
 
