@@ -365,21 +365,23 @@ def rollback(
     return PromotionResult(model_name, back, demoted, False, None, history)
 
 
-def load_verified(model_uri: str, dst: Path | None = None):
-    """`mlflow.pyfunc.load_model`, after checking a downloaded copy of the version against the
-    SHA-256 manifest recorded at registration (ManifestError on any difference); the verified copy
-    is what is loaded. `model_uri`: models:/<name>/<version> or models:/<name>@<alias>."""
+def load_verified(model_uri: str, dst: Path | None = None, tracking_uri: str | None = None):
+    """The way to load a registered version: `mlflow.pyfunc.load_model`, after checking a downloaded
+    copy of the version against the SHA-256 manifest recorded at registration (ManifestError on any
+    difference) and before any of its code is imported; the verified copy is what is loaded.
+    `model_uri`: models:/<name>/<version> or models:/<name>@<alias>; `tracking_uri`: the store
+    holding the registry (default: MLflow's current one)."""
     import mlflow
 
-    local, _ = download_verified(model_uri, dst)
+    local, _ = download_verified(model_uri, dst, tracking_uri)
     return mlflow.pyfunc.load_model(str(local))
 
 
-def download_verified(model_uri: str, dst: Path | None = None):
+def download_verified(model_uri: str, dst: Path | None = None, tracking_uri: str | None = None):
     """(local folder, ModelVersion) of a version downloaded and checked against its SHA-256 manifest."""
     import mlflow
 
-    client = _client()
+    client = _client() if tracking_uri is None else mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
     name, _, ref = model_uri.removeprefix("models:/").partition("/")
     if "@" in name:
         name, alias = name.split("@", 1)
@@ -387,7 +389,9 @@ def download_verified(model_uri: str, dst: Path | None = None):
     else:
         version = client.get_model_version(name, ref)
     folder = Path(dst or tempfile.mkdtemp(prefix="groupwise-verified-"))
-    local = Path(mlflow.artifacts.download_artifacts(version.source, dst_path=str(folder)))
+    local = Path(mlflow.artifacts.download_artifacts(
+        version.source, dst_path=str(folder), tracking_uri=tracking_uri, registry_uri=tracking_uri
+    ))  # fmt: skip
     verify(local, version.tags, f"{name} version {version.version}")
     return local, version
 

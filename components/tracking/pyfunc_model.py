@@ -1,6 +1,8 @@
 """The registered model: a LoRA adapter on its base model, served as an MLflow pyfunc.
 
-`mlflow.pyfunc.load_model("models:/<name>@challenger").predict(["prompt", ...])` returns one
+`load_verified("models:/<name>@challenger").predict(["prompt", ...])`
+(`components.tracking.model_registry`: the version's files checked against the SHA-256 manifest
+recorded at registration before its code runs, then `mlflow.pyfunc.load_model`) returns one
 completion per prompt (chat template applied; greedy unless `params` set a temperature). A prompt
 may also be a chat: a JSON list of {"role", "content"} messages (`chat_messages`).
 The base model is loaded from the packaged `base_model` artifact when present, else from the

@@ -1,0 +1,45 @@
+"""`load_verified` is the documented way to load a registered version: one call with the tracking
+URI, every file checked against the manifest recorded at registration before any code runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import mlflow.pyfunc as pyfunc
+import pytest
+from mlflow import MlflowClient
+
+from components.tracking import model_registry
+from components.tracking.manifest import ManifestError, manifest_of, manifest_tags
+
+
+@pytest.fixture
+def version(tmp_path):
+    """A version registered in a real SQLite store: a logged folder, its manifest as version tags."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri, registry_uri=uri)
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    run = client.create_run(experiment)
+    model = tmp_path / "model"
+    (model / "code").mkdir(parents=True)
+    (model / "code" / "entry.py").write_text("print('the version's code')\n")
+    (model / "MLmodel").write_text("flavors: {}\n")
+    client.log_artifacts(run.info.run_id, str(model), "model")
+    client.create_registered_model("m")
+    made = client.create_model_version("m", f"{run.info.artifact_uri}/model", run.info.run_id, tags=manifest_tags(manifest_of(model)))
+    client.set_registered_model_alias("m", "champion", made.version)
+    return uri, tmp_path / "artifacts"
+
+
+def test_a_version_loads_verified_from_the_tracking_uri_given(version, tmp_path, monkeypatch):
+    uri, artifacts = version
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere.db'}")  # not the store: the URI given wins
+    assert mlflow.get_tracking_uri() != uri
+    monkeypatch.setattr(pyfunc, "load_model", lambda path: Path(path))  # the module itself: mlflow.pyfunc is lazy
+    loaded = model_registry.load_verified("models:/m@champion", tracking_uri=uri)
+    assert (loaded / "code" / "entry.py").read_text() == "print('the version's code')\n"
+    stored = next(artifacts.rglob("code/entry.py"))
+    stored.write_text("import os  # injected\n")  # whoever can write the artifact store
+    with pytest.raises(ManifestError, match=r"m version 1: files differ .*changed \['code/entry.py'\]"):
+        model_registry.load_verified("models:/m/1", tracking_uri=uri)
