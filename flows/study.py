@@ -18,9 +18,13 @@ whatever arms are done.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +67,7 @@ class Study:
     name: str
     config: StudyConfig
     results: Path  # <root>/results
+    params_file: Path | None = None  # the params file it was loaded from (`load_study`)
 
     @classmethod
     def of(cls, params: Params, name: str | None = None) -> "Study":
@@ -172,6 +177,28 @@ def curve_pending(params: Params, study: Study, name: str) -> bool:
     return not path.is_file() or any(int(read_state(s)["steps"]) not in done for s in snapshots)
 
 
+NPROC_ENV = "GROUPWISE_STUDY_NPROC_PER_NODE"  # > 1: an arm trains on that many processes (torchrun)
+
+
+def train_arm(params: Params, study: Study, name: str, parent: str, resume: bool) -> None:
+    """Train the arm here, or with $GROUPWISE_STUDY_NPROC_PER_NODE = N > 1 on N processes of this
+    machine (`torchrun --standalone`, `flows.study_train`: DDP as `groupwise train` under torchrun)."""
+    raw = os.environ.get(NPROC_ENV, "").strip() or "1"
+    if not raw.isdigit() or int(raw) < 1:
+        raise ParamsError(f"{NPROC_ENV}={raw!r}: processes per node, a whole number >= 1")
+    if int(raw) == 1:
+        steps.train(params, parent, resume=resume)
+        return
+    if study.params_file is None:
+        raise ParamsError(f"{NPROC_ENV}: the study's params file is not known (load it with load_study)")
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", raw, "-m", "flows.study_train",
+            str(study.params_file), study.name, name, parent or "", *(["--resume"] if resume else [])]  # fmt: skip
+    print(f"[{study.folder}/{name}] {' '.join(argv[1:])}")
+    done = subprocess.run(argv, cwd=params.root)
+    if done.returncode != 0:
+        raise RuntimeError(f"[{study.folder}/{name}] torchrun training exited with {done.returncode}")
+
+
 @task(name="study-arm", cache_policy=NO_CACHE)
 def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     """Train (train arms) and evaluate one arm; its results go to results/study/<name>/ at once, then
@@ -190,7 +217,7 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
                 if not _trained(params):
                     resume = latest_train_state(layout.resume) is not None
                     print(f"[study/{name}] training{' (resuming)' if resume else ''}: {params.train.steps} steps")
-                    steps.train(params, arm_run, resume=resume)
+                    train_arm(params, study, name, arm_run, resume)
                 state = read_state(layout.latest)
                 record.update(train_samples=state["samples"], train_seconds=state["seconds"], train_steps=state["steps"],
                               train_wall_seconds_this_run=time.perf_counter() - started)  # fmt: skip
@@ -263,7 +290,7 @@ def load_study(params_path: str | Path, name: str | None = None) -> tuple[Params
     root_params = load_params(Path(params_path))
     profile = Study.of(root_params, name).config.profile
     params = load_params(Path(params_path), profile)
-    return params, Study.of(params, name)
+    return params, dataclasses.replace(Study.of(params, name), params_file=Path(params_path).resolve())
 
 
 @flow(name="study", log_prints=True)

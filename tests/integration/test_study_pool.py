@@ -1,0 +1,163 @@
+"""`groupwise study --submit` on a real `prefect server` with two process workers and a real MLflow
+server: two tiny arms run at the same time on the two workers (each in its own project folder, as
+on two machines; they share only the servers and the study store), the worker running the longer
+arm is killed mid-training, Prefect retries the arm (the deployment's automation fails a run whose
+heartbeats stopped, the flow's retries reschedule it) and the other worker finishes it from the
+state saved in the store; the merged report equals the report of the same arms run serially."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT, make_project, seed_tiny_model
+from tests.integration.servers import stop
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+POOL = "groupwise-study-test"
+# both arms keep a resumable state after every step; "long" trains long enough to be killed mid-way
+ARMS = {
+    "short": {"description": "two steps", "overrides": {"train": {"save_every": 1}}},
+    "long": {"description": "six steps", "overrides": {"train": {"steps": 6, "save_every": 1, "lr": 5.0e-4}}},
+}
+STUDY = {"study": {"profile": "tiny-study", "arms": ARMS}}
+
+
+def _project(path, tiny_model_dir, tiny_profile):
+    project = make_project(path, "tiny", {**STUDY, "profiles.tiny-study": tiny_profile})
+    seed_tiny_model(project, tiny_model_dir)
+    return project
+
+
+def _wait(what, check, timeout, procs=(), logs=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        for proc in procs:
+            if proc.poll() is not None:
+                raise AssertionError(f"{what}: a process exited ({proc.returncode}):\n" + "\n".join(log.read_text()[-3000:] for log in logs))
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout} s:\n" + "\n".join(log.read_text()[-3000:] for log in logs))
+
+
+def _masked(report: str) -> str:
+    """The report without its wall-clock column (train seconds differ from run to run)."""
+    return re.sub(r"\| [0-9]+ \|$", "| s |", report, flags=re.M)
+
+
+def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_serial_arms(tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url):
+    import yaml
+    from mlflow import MlflowClient
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    tracking_uri, _ = mlflow_server_url
+    tiny = yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"]["tiny"]
+    tiny_profile = {**tiny, "eval": {**tiny["eval"], "max_consistency_groups": 2, "max_diversity_tasks": 1}}
+    submitter, serial = _project(tmp_path / "submitter", tiny_model_dir, tiny_profile), _project(tmp_path / "serial", tiny_model_dir, tiny_profile)
+    workers = {w: _project(tmp_path / f"worker-{w}", tiny_model_dir, tiny_profile) for w in ("a", "b")}
+    store = tmp_path / "store"
+    env = {**os.environ, "PREFECT_API_URL": prefect_server_url, "GROUPWISE_TRACKING_URI": tracking_uri, "OMP_NUM_THREADS": "1",
+           "GROUPWISE_STUDY_SILENT_AFTER_SECONDS": "40", "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0"}  # fmt: skip
+    prefect = [sys.executable, "-m", "prefect"]
+    logs = {w: tmp_path / f"worker-{w}.log" for w in workers}
+    procs = {}
+    for w, project in workers.items():
+        with logs[w].open("w") as fh:  # --limit 1: one arm per worker at a time, as one GPU each
+            procs[w] = subprocess.Popen([*prefect, "worker", "start", "--pool", POOL, "--type", "process", "--limit", "1", "--name", f"worker-{w}"],
+                                        cwd=project, env={**env, "GROUPWISE_PROJECT_DIR": str(project)}, stdout=fh,
+                                        stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    submit_log = tmp_path / "submit.log"
+    started = time.monotonic()
+    with submit_log.open("w") as fh:
+        submit = subprocess.Popen([sys.executable, "-m", "flows.cli", "study", "--submit", "--work-pool", POOL, "--concurrency", "2",
+                                   "--store", str(store), "--params", str(submitter / "params.yaml")],
+                                  cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    everything = [*logs.values(), submit_log]
+    try:
+        # kill the worker that trains "long" once the store holds a resumable state of it and before it is trained
+        def long_saved():
+            saved = list(store.glob("study/long/state-*/resume/step-*/progress.json"))
+            return saved if saved and not list(store.glob("study/long/state-*/latest")) else None
+
+        _wait("a saved state of arm long", long_saved, 400, [submit, *procs.values()], everything)
+        (victim,) = [w for w, p in workers.items() if (p / "data/study/long/checkpoints/resume").is_dir()]
+        with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+            by_arm = {arm: client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"arm:{arm}"]))) for arm in ARMS}
+        assert all(len(r) == 1 for r in by_arm.values()), by_arm
+        os.killpg(procs[victim].pid, signal.SIGKILL)  # the worker and the arm's process: no goodbye to the server
+        killed_at = time.monotonic() - started
+        procs[victim].wait(timeout=10)
+        assert not list(store.glob("study/long/state-*/latest")), "arm long finished training before the kill"
+        submit.wait(timeout=600)
+        pool_seconds = time.monotonic() - started
+    finally:
+        for proc in (submit, *procs.values()):
+            stop(proc)
+    out = submit_log.read_text()
+    assert submit.returncode == 0, out[-4000:]
+    survivor = next(w for w in workers if w != victim)
+
+    with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+        runs = {arm: client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"arm:{arm}"])))[0] for arm in ARMS}
+        history = {arm: [(s.name, s.message or "") for s in client.read_flow_run_states(r.id)] for arm, r in runs.items()}
+    assert all(r.state.is_completed() for r in runs.values()), {a: r.state for a, r in runs.items()}
+    # side by side: each arm started before the other had ended (the first attempt of "long" ended at the kill)
+    short, long_ = runs["short"], runs["long"]
+    assert max(short.start_time, long_.start_time) < short.end_time, (short.start_time, short.end_time, long_.start_time)
+    # the killed arm was retried by Prefect (a second run of the same flow run) and resumed from the store
+    names = [name for name, _ in history["long"]]
+    assert long_.run_count == 2 and names.count("Running") == 2, history["long"]
+    assert ("Crashed", "no heartbeat for 40 s: its worker is gone") in history["long"] and "AwaitingRetry" in names, history["long"]
+    assert "[study/long] Running (run 2)" in out, out[-3000:]
+    assert (workers[survivor] / "data/study/long/checkpoints/latest/train_state.json").is_file()  # finished on the other worker
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name("groupwise")
+    resumed = client.search_runs([experiment.experiment_id], filter_string="tags.`train.resumed` = 'True'")
+    assert len(resumed) == 1, [r.info.run_name for r in resumed]
+    arm_run = client.get_run(resumed[0].data.tags["mlflow.parentRunId"])
+    assert arm_run.info.run_name == "study/long"
+    (parent,) = client.search_runs([experiment.experiment_id], filter_string="tags.`groupwise.work_pool` = '" + POOL + "'")
+    assert client.get_run(arm_run.data.tags["mlflow.parentRunId"]).info.run_id == parent.info.run_id  # under the submitter's study run
+    assert {f.path for f in client.list_artifacts(parent.info.run_id, "study")} >= {"study/consistency.md", "study/study.csv"}
+
+    # the same arms run serially, in-process (a tracking store of their own)
+    from flows.study import study
+
+    import torch
+
+    threads, started = torch.get_num_threads(), time.monotonic()
+    torch.set_num_threads(1)  # as the workers (OMP_NUM_THREADS=1): bit-identical training
+    try:
+        with temporary_settings({PREFECT_API_URL: prefect_server_url}):
+            study(str(serial / "params.yaml"))
+    finally:
+        torch.set_num_threads(threads)
+    print(f"pool: {pool_seconds:.0f} s (worker killed at {killed_at:.0f} s); serial: {time.monotonic() - started:.0f} s")
+    merged, alone = (p / "results/consistency.md" for p in (submitter, serial))
+    assert _masked(merged.read_text()) == _masked(alone.read_text())
+    timing = ["train_seconds", "eval_seconds"]
+    tables = [pd.read_csv(p / "results/study.csv").drop(columns=timing) for p in (submitter, serial)]
+    pd.testing.assert_frame_equal(*tables)
+    for arm in ARMS:
+        metrics = [json.loads((p / f"results/study/{arm}/metrics.json").read_text()) for p in (submitter, serial)]
+        assert metrics[0]["consistency"] == metrics[1]["consistency"], arm
+    # the killed arm, resumed on the other worker, trained the very adapter of the uninterrupted run
+    adapter = "data/study/long/checkpoints/latest/adapter/adapter_model.safetensors"
+    assert (workers[survivor] / adapter).read_bytes() == (serial / adapter).read_bytes()
+    logs = [pd.read_csv(p / "results/study/long/train_log.csv") for p in (submitter, serial)]
+    timing = [c for c in logs[0].columns if c.endswith("_time_s")]
+    assert list(logs[0]["step"]) == [1, 2, 3, 4, 5, 6]
+    pd.testing.assert_frame_equal(logs[0].drop(columns=timing), logs[1].drop(columns=timing))  # step 1 before the kill, 2-6 after
