@@ -161,12 +161,30 @@ def study(
     name: Optional[str] = typer.Option(
         None, "--study", help="consistency (params.yaml `study`, the default) or a name under `studies` (e.g. gapo, seed)"
     ),
+    submit: bool = typer.Option(
+        False, "--submit", help="run the unfinished arms as flow runs on a Prefect work pool (needs PREFECT_API_URL); wait, then report"
+    ),
+    work_pool: str = typer.Option("groupwise-study", "--work-pool", help="with --submit: the work pool (created as a process pool if missing)"),
+    concurrency: int = typer.Option(2, "--concurrency", help="with --submit: arms at once (the work pool's concurrency limit)"),
+    store: Optional[Path] = typer.Option(
+        None, "--store", help="a folder every worker shares (checkpoints and results of the arms); default $GROUPWISE_STUDY_STORE"
+    ),
 ) -> None:
-    """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md)."""
+    """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md).
+
+    With --submit every unfinished arm is a flow run of the deployment study-arm/groupwise-study-arm on a work pool."""
     from flows.study import load_study, study as study_flow, write_study_report
 
     if report_only:
-        path = write_study_report(load_study(params, name)[1])
+        from flows.study_pool import collect_results, store_path
+
+        resolved, chosen = load_study(params, name)
+        collect_results(resolved, chosen, store_path(store))
+        path = write_study_report(chosen)
+    elif submit:
+        from flows.study_pool import submit_study
+
+        path = submit_study(params, name, arm or None, work_pool, concurrency, store)
     else:
         path = study_flow(str(params), arm or None, name)
     out.print(f"[bold green]study[/] results: {escape(str(path))}")
