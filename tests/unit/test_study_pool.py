@@ -94,3 +94,32 @@ def test_submit_needs_a_prefect_server(tmp_path, monkeypatch):
     assert "PREFECT_API_URL" in result.output
     help_text = CliRunner().invoke(app, ["study", "--help"], terminal_width=200).output
     assert all(option in help_text for option in ("--submit", "--work-pool", "--concurrency", "--store"))
+
+
+def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path, monkeypatch):
+    """GROUPWISE_STUDY_NPROC_PER_NODE=2: the arm's training is `torchrun --standalone --nproc-per-node 2
+    -m flows.study_train ...`, and each rank rebuilds exactly the arm's params (profile, overrides, paths)."""
+    import subprocess
+
+    from flows import steps, study as study_module, study_train
+    from flows.study import NPROC_ENV, arm_params, load_study, train_arm
+    from tests.conftest import make_project
+
+    arms = {"lr": {"description": "lr", "overrides": {"train": {"lr": 0.005}}}}
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
+    params, study = load_study(project / "params.yaml", "mini")
+    launched, trained = [], []
+    monkeypatch.setattr(subprocess, "run", lambda argv, cwd: launched.append((argv, cwd)) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(steps, "train", lambda p, parent, resume: trained.append((p, parent, resume)))
+    monkeypatch.setenv(NPROC_ENV, "2")
+    train_arm(arm_params(params, study, "lr"), study, "lr", "run-1", True)
+    ((argv, cwd),) = launched
+    assert argv[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"] and cwd == params.root
+    assert argv[7:] == ["flows.study_train", str((project / "params.yaml").resolve()), "mini", "lr", "run-1", "--resume"]
+    study_train.main(argv[8:])  # what every rank runs
+    ((rank_params, parent, resume),) = trained
+    assert rank_params == arm_params(params, study, "lr") and rank_params.train.lr == 0.005 and (parent, resume) == ("run-1", True)
+    monkeypatch.setenv(NPROC_ENV, "1")
+    train_arm(arm_params(params, study, "lr"), study, "lr", "run-1", False)  # one process: in this one
+    assert len(launched) == 1 and trained[-1][2] is False
+    assert study_module.NPROC_ENV == NPROC_ENV
