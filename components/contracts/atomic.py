@@ -106,6 +106,8 @@ def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
         _swap(tmp, out_dir)
     except OSError as exc:
         raise SwapError(f"{given}: could not be replaced ({exc}); the new version is kept in {tmp}") from exc
+    if given != out_dir and _aside(given).is_symlink():
+        _aside(given).unlink()  # the link a swap of the link itself once set aside (never a folder)
     return given
 
 

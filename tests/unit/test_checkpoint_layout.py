@@ -79,6 +79,7 @@ def test_a_symlinked_checkpoint_folder_is_followed_and_every_training_kept(tmp_p
     elsewhere.mkdir()
     paths.root.mkdir()
     paths.latest.symlink_to(elsewhere)
+    (paths.root / ".latest-old").symlink_to(elsewhere)  # what the swap of the link itself used to leave
     for steps in (1, 2, 3):
         writer.save_checkpoint(paths.latest, Model(), {"steps": steps}, [])
         assert paths.latest.is_symlink() and read_state(elsewhere) == {"steps": steps}
