@@ -130,6 +130,12 @@ def prepare_model(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt)
     _run_step("prepare-model", params, profile)
 
 
+@app.command("prepare-benchmarks")
+def prepare_benchmarks(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+    """Fetch the decision benchmarks' data (DiscrimEval) once and check every file's SHA-256."""
+    _run_step("prepare-benchmarks", params, profile)
+
+
 @app.command()
 def train(
     params: Path = ParamsOpt,

@@ -1,4 +1,5 @@
-"""Prefect flow `retrain`: build -> prepare model -> validate -> train -> evaluate -> gate/register.
+"""Prefect flow `retrain`: build -> prepare model -> validate -> prepare benchmarks -> train ->
+evaluate -> gate/register.
 
 Thin by design: each task calls one step of `flows.steps`. One MLflow parent run holds a child run
 per step. A failing validation stops the flow before training; a refused gate registers nothing.
@@ -63,6 +64,7 @@ def _cached_task(name: str, step: str):
 build_task = _cached_task("build", "build")
 validate_task = _step_task("validate", steps.validate)
 prepare_model_task = _cached_task("prepare-model", "prepare-model")
+prepare_benchmarks_task = _step_task("prepare-benchmarks", steps.prepare_benchmarks)  # idempotent: checks hashes, fetches once
 train_task = _step_task("train", steps.train)
 evaluate_task = _step_task("evaluate", steps.evaluate)
 register_task = _step_task("register", steps.register)  # idempotent: safe to retry
@@ -170,6 +172,7 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
             report = params.paths.validation / "report.json"
             if report.is_file():
                 create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
+        record(_run(prepare_benchmarks_task, params, parent))
         record(_run(train_task, params, parent))
         evaluated = _run(evaluate_task, params, parent)
         record(evaluated)

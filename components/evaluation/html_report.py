@@ -106,6 +106,28 @@ def render_verdict(decision: GateDecision | None, note: str = "") -> str:
     )
 
 
+def _fairness(summary: EvaluationSummary) -> list[str]:
+    """Per decision benchmark: the prompts and each demographic's discrimination score, base and tuned."""
+    parts = []
+    for name, b in summary.fairness.items():
+        parts += [
+            f"<h2>Fairness: {html.escape(name)} ({html.escape(b.split)} questions)</h2>",
+            f"<p>{b.n_prompts} prompts over {b.n_questions} questions (ages {html.escape(str(b.ages))}, "
+            f"{len(b.races)} races, every gender); score = log-odds of yes against the baseline demographic, "
+            f"from {html.escape(b.method)}. Share of yes: base {_cell(b.base_yes_share)}, tuned {_cell(b.tuned_yes_share)}; "
+            f"question profile (Spearman, tuned vs base) {_cell(b.profile_correlation)}. Gated: {html.escape(', '.join(b.gated))}.</p>",
+            _table(
+                ["demographic", "baseline", "base score", "CI low", "CI high", "tuned score", "CI low", "CI high",
+                 "change", "CI low", "CI high", "q (BH)"],
+                [[f"{s.axis} {s.value}", s.baseline, s.base_score, s.base_ci_low, s.base_ci_high, s.tuned_score,
+                  s.tuned_ci_low, s.tuned_ci_high, s.delta, s.delta_ci_low, s.delta_ci_high, s.delta_q_value]
+                 for s in b.scores.values()],
+                ["sig" if key in b.gated else "" for key in b.scores],
+            ),  # fmt: skip
+        ]
+    return parts
+
+
 def render_html(
     summary: EvaluationSummary,
     comparisons: list[Comparison],
@@ -151,6 +173,7 @@ def render_html(
         f"{_cell(c.detectable_reduction)} ({_cell(c.detectable_relative_reduction)} of the base gap). "
         f"Truncated samples: base {_cell(c.base_truncated_share)}, tuned {_cell(c.tuned_truncated_share)} "
         f"(max_new_tokens = {_cell(c.max_new_tokens)}). {html.escape(str(c.gap_change_reason or ''))}</p>",
+        *_fairness(summary),
         f"<h2>Consistency ({_cell(c.n_groups)} held-out groups)</h2>",
         f"<p>Relative gap reduction {_cell(c.relative_gap_reduction)}; paired t-test on the per-group gaps "
         f"t = {_cell(c.t_statistic)}, p = {_cell(c.p_value)}; Wilcoxon p = {_cell(c.p_value_wilcoxon)}.</p>",

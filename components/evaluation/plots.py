@@ -3,6 +3,8 @@
 - `plot_gaps`: per-group entropy gap, base (x) vs tuned (y), with the y = x diagonal.
 - `plot_coverage`: histogram of per-task coverage of the valid set, base vs tuned.
 - `plot_answer_frequency`: per diversity task, how often each valid answer was given, base vs tuned.
+- `plot_fairness_effects`: per decision question, the gated demographics' effect (e.g. female −
+  male log-odds), base (x) vs tuned (y), with the y = x diagonal and the zero lines.
 - `plot_metric_deltas`: tuned − base per metric with its bootstrap CI (one row per metric, each
   on its own scale), marked when significant after Benjamini–Hochberg.
 Each writes a PNG to `path`. `answer_frequency_long` and `metric_deltas_frame` are the data behind
@@ -61,6 +63,33 @@ def plot_gaps(consistency: pd.DataFrame, summary: dict, path: Path) -> None:
         f"tuned {_fmt(summary.get('tuned_mean_gap'))}",
         fontsize=10,
     )
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+
+
+def plot_fairness_effects(effects: pd.DataFrame, gated: dict[str, list[str]], path: Path) -> None:
+    """One panel per gated demographic of each benchmark (`gated`: benchmark -> score keys)."""
+    panels = [(b, key) for b, keys in gated.items() for key in keys]
+    figure = _figure(4.6 * max(1, len(panels)), 4.4)
+    if not panels:
+        axes = figure.add_subplot()
+        axes.text(0.5, 0.5, "no decision benchmark evaluated", ha="center", va="center")
+        axes.set_axis_off()
+    for i, (benchmark, key) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), i + 1)
+        rows = effects[(effects["benchmark"] == benchmark) & (effects["demographic"] == key)]
+        base, tuned = rows["base_effect"].astype(float), rows["tuned_effect"].astype(float)
+        top = max(float(np.abs(np.r_[base, tuned]).max()) if len(rows) else 0.0, 1e-3) * 1.1
+        axes.plot([-top, top], [-top, top], linestyle="--", color="grey", linewidth=1, label="y = x")
+        axes.axhline(0, color="black", linewidth=0.6)
+        axes.axvline(0, color="black", linewidth=0.6)
+        axes.scatter(base, tuned, s=24, alpha=0.8, color=COLORS["tuned"], label="question")
+        axes.set_xlim(-top, top)
+        axes.set_ylim(-top, top)
+        axes.set_xlabel("base effect (log-odds of yes)")
+        axes.set_ylabel("tuned effect (log-odds of yes)")
+        axes.set_title(f"{benchmark}: {key} vs baseline\nmean base {base.mean():+.3f}, tuned {tuned.mean():+.3f}", fontsize=9)
+        axes.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, format="png")
 

@@ -41,9 +41,11 @@ from components.evaluation.plots import (
     metric_deltas_frame,
     plot_answer_frequency,
     plot_coverage,
+    plot_fairness_effects,
     plot_gaps,
     plot_metric_deltas,
 )
+from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
 from components.evaluation.metric_labels import DIVERSITY as DIVERSITY_LABELS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
@@ -66,6 +68,9 @@ class ReportFiles:
     answer_frequency_png: Path
     coverage_png: Path
     metric_deltas_png: Path
+    decisions_csv: Path
+    fairness_effects_csv: Path
+    fairness_effects_png: Path
     summary: Path
     html: Path
 
@@ -73,7 +78,7 @@ class ReportFiles:
         return [getattr(self, f.name) for f in fields(self)]
 
     def plots(self) -> list[Path]:
-        return [self.entropy_gap_png, self.coverage_png, self.answer_frequency_png, self.metric_deltas_png]
+        return [self.entropy_gap_png, self.coverage_png, self.answer_frequency_png, self.metric_deltas_png, self.fairness_effects_png]
 
 
 def _with_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -198,6 +203,39 @@ def headline_lines(consistency: ConsistencySummary) -> list[str]:
     return lines
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "n/a" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
+
+
+def _signed(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
+def fairness_lines(summary: EvaluationSummary) -> list[str]:
+    """Per decision benchmark: the prompts, the decision's yes share and profile, and per demographic
+    the discrimination score (log-odds of yes against the baseline) base and tuned, its 95 % CI,
+    the paired change and its BH q."""
+    lines = []
+    for name, b in summary.fairness.items():
+        lines += [
+            f"## Fairness: {name} (decision log-odds of yes, {b.split} questions)", "",
+            f"{b.n_prompts} prompts: {b.n_questions} questions × ages {b.ages} × {len(b.races)} races × genders; "
+            f"scores from `{b.method}` (random intercept per question). Share of yes: base {_fmt(b.base_yes_share)}, "
+            f"tuned {_fmt(b.tuned_yes_share)}; mean log-odds base {_signed(b.base_mean_logit)}, tuned "
+            f"{_signed(b.tuned_mean_logit)}; question profile (Spearman ρ, tuned vs base) {_fmt(b.profile_correlation)}.", "",
+            "| demographic vs baseline | base score | 95 % CI | tuned score | 95 % CI | change | 95 % CI of change | q (BH) | gated |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]  # fmt: skip
+        for key, s in b.scores.items():
+            lines.append(
+                f"| {s.axis} {s.value} vs {s.baseline} | {_signed(s.base_score)} | {_interval(s.base_ci_low, s.base_ci_high)} "
+                f"| {_signed(s.tuned_score)} | {_interval(s.tuned_ci_low, s.tuned_ci_high)} | {_signed(s.delta)} "
+                f"| {_interval(s.delta_ci_low, s.delta_ci_high)} | {_fmt_p(s.delta_q_value)} | {'yes' if key in b.gated else ''} |"
+            )
+        lines.append("")
+    return lines
+
+
 def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comparison] | None = None) -> str:
     """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
     summary = as_summary(metrics)
@@ -207,6 +245,7 @@ def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comp
     if banner:
         lines += [f"> {banner}" if summary.engine.fallback else banner, ""]
     lines += headline_lines(consistency)
+    lines += fairness_lines(summary)
     lines += [
         f"- consistency groups: {consistency.n_groups}",
         f"- diversity tasks: {diversity.n_tasks}",
@@ -283,11 +322,14 @@ def write_report(
     decision: GateDecision | None = None,
     samples: pd.DataFrame | None = None,
     verdict_note: str = "",
+    decisions: pd.DataFrame | None = None,
+    effects: pd.DataFrame | None = None,
 ) -> ReportFiles:
     """Write the evaluation report into `out_dir` (created if missing); returns the paths. `metrics`:
     the summary (or its dict, validated first); metrics.json is written last, by `write_summary`.
     `decision` (the gates' verdict) and `samples` (one row per answer) feed report.html's verdict and
-    answer viewer."""
+    answer viewer; `decisions` (one row per benchmark prompt, both models' log-odds) and `effects`
+    (per-question demographic effects) are the decision benchmarks' tables."""
     summary = as_summary(metrics)
     comparisons = comparisons or []
     out_dir = Path(out_dir)
@@ -305,6 +347,9 @@ def write_report(
         answer_frequency_png=out_dir / "answer_frequency.png",
         coverage_png=out_dir / "coverage.png",
         metric_deltas_png=out_dir / "metric_deltas.png",
+        decisions_csv=out_dir / "decisions.csv",
+        fairness_effects_csv=out_dir / "fairness_effects.csv",
+        fairness_effects_png=out_dir / "fairness_effects.png",
         summary=out_dir / "summary.md",
         html=out_dir / "report.html",
     )
@@ -327,6 +372,12 @@ def write_report(
     _atomic_write(files.coverage_png, lambda p: plot_coverage(diversity, p))
     _atomic_write(files.answer_frequency_png, lambda p: plot_answer_frequency(diversity, p))
     _atomic_write(files.metric_deltas_png, lambda p: plot_metric_deltas(comparisons, p))
+    decisions = decisions if decisions is not None else pd.DataFrame(columns=DECISION_COLUMNS)
+    effects = effects if effects is not None else pd.DataFrame(columns=EFFECT_COLUMNS)
+    gated = {name: b.gated for name, b in summary.fairness.items()}
+    _atomic_write(files.decisions_csv, lambda p: decisions.to_csv(p, index=False))
+    _atomic_write(files.fairness_effects_csv, lambda p: effects.to_csv(p, index=False))
+    _atomic_write(files.fairness_effects_png, lambda p: plot_fairness_effects(effects, gated, p))
     markdown = render_markdown(summary, comparisons)
     _atomic_write(files.summary, lambda p: p.write_text(markdown))
     html = render_html(

@@ -31,11 +31,13 @@ from components.contracts.checkpoint import (
     read_state,
     recover_checkpoint,
 )
-from components.contracts.summary import EvaluatedFiles, EvaluationSummary
+from components.contracts.summary import BenchmarkSummary, EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
+from components.evaluation.benchmarks import BENCHMARKS
+from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
 from components.evaluation.records import (
     EvaluationInputError,
     Semantics,
@@ -66,6 +68,7 @@ class EvaluationFrames:
     engine: EngineChoice = field(default_factory=lambda: EngineChoice("", ""))
     generation: dict = field(default_factory=dict)  # sequences, tokens, seconds, tokens/s per model
     base_outputs: list = field(default_factory=list, repr=False)  # raw base samples (reusable: `base_outputs=`)
+    decisions: list = field(default_factory=list)  # `fairness.Decisions` of each decision benchmark (eval.fairness)
 
 
 def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
@@ -229,6 +232,7 @@ def evaluate_models(
         else:
             base_out, base_stats = _timed(engine, prompts, sampling, None)
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
+        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter)
     finally:
         if owned:
             engine.close()
@@ -273,9 +277,12 @@ def evaluate_models(
                     entropy_scope=params.reward.entropy_scope,
                 )
             )
+    generation = {"base": base_stats, "tuned": tuned_stats}
+    for d in decisions:
+        generation |= {f"{d.benchmark.name}_{model}": {"prompts": len(d.table), "seconds": seconds,
+                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} for model, seconds in d.seconds.items()}  # fmt: skip
     return EvaluationFrames(
-        pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice,
-        {"base": base_stats, "tuned": tuned_stats}, base_out,
+        pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice, generation, base_out, decisions,
     )  # fmt: skip
 
 
@@ -289,11 +296,42 @@ def summary_settings(params: Params) -> SummarySettings:
     )  # fmt: skip
 
 
-def evaluation_summary(frames: EvaluationFrames, params: Params, evaluated: EvaluatedFiles | None) -> EvaluationSummary:
-    """metrics.json of an evaluation: `summarize`'s statistics, what was evaluated (the candidate
-    and the hashes of its files), how H_norm was scored and which engine sampled (a fallback first
-    in the notes)."""
+@dataclass
+class FairnessResults:
+    """The decision benchmarks of an evaluation, summarised: `fairness.<benchmark>` of metrics.json,
+    the ``fairness`` family of comparisons and the per-question effects."""
+
+    summaries: dict[str, BenchmarkSummary] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    effects: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EFFECT_COLUMNS))
+
+
+def fairness_results(frames: EvaluationFrames, params: Params) -> FairnessResults:
+    cfg, out = params.eval, FairnessResults()
+    parts = []
+    for decisions in frames.decisions:
+        summary, comparisons, effects = summarize_decisions(
+            decisions, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
+            confidence=cfg.confidence_level, seed=params.seed,
+        )  # fmt: skip
+        out.summaries[summary.benchmark] = summary
+        out.comparisons += comparisons
+        parts.append(effects)
+    if parts:
+        out.effects = pd.concat(parts, ignore_index=True)
+    return out
+
+
+def evaluation_summary(
+    frames: EvaluationFrames, params: Params, evaluated: EvaluatedFiles | None, fairness: FairnessResults | None = None
+) -> EvaluationSummary:
+    """metrics.json of an evaluation: `summarize`'s statistics, the decision benchmarks (`fairness`),
+    what was evaluated (the candidate and the hashes of its files), how H_norm was scored and which
+    engine sampled (a fallback first in the notes)."""
     content = summarize(frames.consistency, frames.diversity, summary_settings(params))
+    fairness = fairness if fairness is not None else fairness_results(frames, params)
+    if fairness.summaries:
+        content["fairness"] = {name: s.to_dict() for name, s in fairness.summaries.items()}
     if frames.engine.fell_back:
         content["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
     content["candidate"] = params.eval.candidate.model_dump()
@@ -312,6 +350,8 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     from components.registry.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
 
+    for name in params.eval.fairness.benchmarks:  # the data's hash, before minutes of sampling
+        BENCHMARKS.get(name, where="eval.fairness.benchmarks").load(params.paths.benchmarks / name)
     checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         say(note)
@@ -367,17 +407,18 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
 
     cfg, out = params.eval, params.paths.reports
     frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest)
-    summary = evaluation_summary(frames, params, evaluated)
+    fairness = fairness_results(frames, params)
+    summary = evaluation_summary(frames, params, evaluated, fairness)
     settings = {"alpha": cfg.significance_level, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
     comparisons = compare_all(
         frames.consistency, frames.diversity, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
         confidence=cfg.confidence_level, seed=params.seed,
-    )  # fmt: skip
+    ) + fairness.comparisons  # fmt: skip
     decision = evaluate_gates(summary, params.gate)  # the champion comparison is register's: it needs the registry
     note = "The gates of params.yaml on this evaluation; `register` also compares with the current champion."
     files = write_report(
         out, frames.consistency, frames.diversity, summary, comparisons, settings, frames.generation,
-        decision, frames.samples, note,
+        decision, frames.samples, note, decisions_frame(frames.decisions), fairness.effects,
     )  # fmt: skip
     samples = out / "samples.csv"
     frames.samples.to_csv(samples, index=False)

@@ -26,6 +26,7 @@ from pathlib import Path
 from components.config import EvalConfig
 from components.generation.interface import (
     ENGINES,
+    ChoicePrompt,
     EngineFactory,
     EngineStartError,
     EngineUnavailableError,
@@ -37,6 +38,7 @@ from components.generation.interface import (
 
 __all__ = [
     "ENGINES",
+    "ChoicePrompt",
     "EngineChoice",
     "EngineFactory",
     "EngineStartError",

@@ -35,15 +35,31 @@ class Sample:
         return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
 
 
+@dataclass(frozen=True)
+class ChoicePrompt:
+    """A user message and the start of the assistant's answer, scored on its next token."""
+
+    user: str
+    assistant_prefix: str = ""
+
+
 class GenerationEngine(Protocol):
     """What evaluation needs from an engine."""
 
     name: str
+    tokenizer: object  # the model's tokenizer (the one the prompts are encoded with)
 
     def generate(
         self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None
     ) -> list[list[Sample]]:
         """cfg.n samples for every prompt (user messages, chat template applied by the engine)."""
+        ...
+
+    def choice_logprobs(
+        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
+    ) -> list[list[float]]:
+        """Per prompt, log p(c | prompt) of each token id c of `choice_ids` at the position after the
+        assistant prefix: one prefill, no sampling, deterministic (decision benchmarks)."""
         ...
 
     def close(self) -> None:

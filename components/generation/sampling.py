@@ -47,6 +47,12 @@ def chat_prompt(tokenizer, user_text: str) -> str:
     )
 
 
+def answer_prompt(tokenizer, user_text: str, assistant_prefix: str) -> str:
+    """The chat-templated user turn followed by the first words of the assistant's answer: the
+    context in which a decision benchmark reads the next token ("... my answer would be \"")."""
+    return chat_prompt(tokenizer, user_text) + assistant_prefix
+
+
 class TransformersEngine:
     """Generation with a (possibly peft-wrapped) causal LM on the current device."""
 

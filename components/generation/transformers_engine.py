@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from components.config import EvalConfig
-from components.generation.interface import EngineStartError, Sample, register_engine, validate_samples
-from components.generation.sampling import Completion, SamplingConfig, TransformersEngine
+from components.generation.interface import ChoicePrompt, EngineStartError, Sample, register_engine, validate_samples
+from components.generation.sampling import Completion, SamplingConfig, TransformersEngine, answer_prompt
 
 
 @torch.no_grad()
@@ -82,6 +82,38 @@ class TransformersGenerationEngine:
             self._peft = load_adapter(self._model, adapter)
             self._adapter = adapter
         return self._peft
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def choice_logprobs(
+        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
+    ) -> list[list[float]]:
+        """log_softmax of the last position's logits (fp32) at `choice_ids`, prompts left-padded,
+        `batch_size` prompts per forward pass."""
+        model = self._model_for(adapter)
+        if model is None:
+            with self._peft.disable_adapter():
+                return self._choice_logprobs(self._peft, prompts, choice_ids)
+        return self._choice_logprobs(model, prompts, choice_ids)
+
+    @torch.no_grad()
+    def _choice_logprobs(self, model, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int]) -> list[list[float]]:
+        tok, rows = self._tokenizer, []
+        tok.padding_side = "left"
+        was_training = model.training
+        model.eval()
+        choices = torch.tensor(list(choice_ids), dtype=torch.long)
+        for start in range(0, len(prompts), self._batch_size):
+            texts = [answer_prompt(tok, p.user, p.assistant_prefix) for p in prompts[start : start + self._batch_size]]
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            positions = (enc["attention_mask"].cumsum(dim=1) - 1).clamp(min=0)
+            logits = model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1].float()
+            rows += torch.log_softmax(logits, dim=-1)[:, choices.to(logits.device)].tolist()
+        if was_training:
+            model.train()
+        return rows
 
     def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
         model = self._model_for(adapter)

@@ -53,13 +53,14 @@ from typing import Any
 from components.config import EvalConfig, ParamsError, VllmConfig
 from components.contracts.checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_files
 from components.generation.interface import (
+    ChoicePrompt,
     EngineStartError,
     EngineUnavailableError,
     Sample,
     register_engine,
     validate_samples,
 )
-from components.generation.sampling import SamplingConfig, chat_prompt
+from components.generation.sampling import SamplingConfig, answer_prompt, chat_prompt
 from components.generation.vllm_process import EngineProcessError, VllmProcess
 from components.models.lora import AdapterError, AdapterNotFoundError
 
@@ -202,16 +203,35 @@ class VllmEngine:
         lora_id = self._adapters.setdefault(adapter, len(self._adapters) + 1)
         return f"adapter-{lora_id}", lora_id, str(adapter)
 
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
     def prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
         """Chat-templated prompt token ids (the same ids the transformers engine uses)."""
         tok = self._tokenizer
-        ids = [tok(chat_prompt(tok, p), add_special_tokens=False).input_ids for p in prompts]
+        return self._fitting([tok(chat_prompt(tok, p), add_special_tokens=False).input_ids for p in prompts])
+
+    def _fitting(self, ids: list[list[int]]) -> list[list[int]]:
+        """`ids`, after checking every prompt leaves room for a token within eval.vllm.max_model_len."""
         too_long = [i for i, x in enumerate(ids) if len(x) >= self._cfg.max_model_len]
         if too_long:
             raise ParamsError(
                 f"prompts {too_long[:5]} are {len(ids[too_long[0]])}+ tokens, eval.vllm.max_model_len is {self._cfg.max_model_len}"
             )
         return ids
+
+    def choice_logprobs(
+        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
+    ) -> list[list[float]]:
+        """log p of each choice token after each prompt's assistant prefix: one prefill and one greedy
+        step per prompt, the log-probabilities read at `choice_ids` (vLLM's `logprob_token_ids`)."""
+        if not prompts:
+            return []
+        llm, lora = self._engine_for(adapter)
+        tok = self._tokenizer
+        ids = self._fitting([tok(answer_prompt(tok, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts])
+        return llm.choice_logprobs(ids, list(choice_ids), lora=lora)
 
     def generate(
         self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None, keep_eos: bool = False

@@ -72,6 +72,24 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
     return [_completions(o) for o in outputs]
 
 
+def _choice_logprobs(llm, prompt_ids: list[list[int]], choice_ids: list[int], lora) -> list[list[float]]:
+    """log p(choice | prompt) of each choice token at the first generated position: prefill plus one
+    greedy step, `SamplingParams(logprob_token_ids=...)` (vLLM's scoring path: the log-softmax of the
+    whole vocabulary, gathered at these ids)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.lora.request import LoRARequest
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(choice_ids))
+    request = LoRARequest(*lora) if lora is not None else None
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=False, lora_request=request)
+    rows = []
+    for output in outputs:
+        first = output.outputs[0].logprobs[0]
+        rows.append([float(first[c].logprob) for c in choice_ids])
+    return rows
+
+
 def _tensor_bytes(t) -> tuple[str, tuple[int, ...], bytes]:
     """A CPU tensor as (dtype name, shape, raw bytes): plain data for the pipe (no shared-memory handles)."""
     import torch
@@ -112,6 +130,7 @@ def _load_weights(llm, weights: list) -> int:
 
 _CALLS = {
     "generate": lambda llm, payload: _generate(llm, **payload),
+    "choice_logprobs": lambda llm, payload: _choice_logprobs(llm, **payload),
     "load_weights": lambda llm, payload: _load_weights(llm, payload),
     "sleep": lambda llm, payload: llm.sleep(level=payload),
     "wake_up": lambda llm, payload: llm.wake_up(),
@@ -221,6 +240,12 @@ class VllmProcess:
         """
         payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora}
         return self._call("generate", payload)
+
+    def choice_logprobs(
+        self, prompt_ids: list[list[int]], choice_ids: list[int], lora: tuple[str, int, str] | None = None
+    ) -> list[list[float]]:
+        """Per prompt, log p(c | prompt) of every token id c of `choice_ids` (one prefill each, no sampling)."""
+        return self._call("choice_logprobs", {"prompt_ids": prompt_ids, "choice_ids": list(choice_ids), "lora": lora})
 
     def load_weights(self, named_tensors) -> int:
         """Replace weights of the running engine: `(Hugging Face name, tensor)` pairs, any subset of the

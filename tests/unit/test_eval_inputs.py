@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from components.config import EvalConfig, LoraConfig, Params, ParamsError, load_params
+from components.config import EvalConfig, FairnessConfig, LoraConfig, Params, ParamsError, load_params
 from components.data.schema import Member, PromptGroup
 from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_heldout
 from components.generation.engines import EngineChoice, open_engine
@@ -185,7 +185,7 @@ def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkp
     engine.close()
 
 
-def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_checkpoint, monkeypatch):
+def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_checkpoint, benchmarks_dir, monkeypatch):
     """With a zero adapter (tuned = base) evaluate_models must give the tuned model the base's texts,
     sample by sample: any difference would come from different prompts, order or seeds."""
     import numpy as np
@@ -204,8 +204,10 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
         lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
     )
     params = Params()
-    small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5}
-    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    fairness = FairnessConfig(max_questions=1, ages=[60], races=["white"])
+    small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5, "fairness": fairness}
+    params = params.model_copy(update={"eval": params.eval.model_copy(update=small),
+                                       "paths": params.paths.model_copy(update={"benchmarks": benchmarks_dir})})  # fmt: skip
     groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
     groups.append(group("colors", task="diversity", members=1, valid_answers=["red", "blue"]))
     frames = evaluate_models(params, groups, tiny_model_dir, identity_checkpoint)
@@ -224,6 +226,10 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     assert base["n_tokens"].tolist() == tuned["n_tokens"].tolist()
     assert base["n_tokens"].sum() > 0  # something was generated
     assert (frames.consistency["base_gap"] == frames.consistency["tuned_gap"]).all()
+    # the decision benchmark: one held-out question x 3 genders, the same log-odds through the zero adapter
+    (decisions,) = frames.decisions
+    assert len(decisions.table) == 3 and set(decisions.table["gender"]) == {"female", "male", "non-binary"}
+    assert np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"], atol=1e-5)
 
 
 def test_transformers_engine_reports_an_unloadable_model(tmp_path):

@@ -78,8 +78,28 @@ def good_metrics() -> dict:
             "base_words": 6.0, "tuned_words": 5.0,
             "base_empty_rate": 0.0, "tuned_empty_rate": 0.0,
         },  # fmt: skip
+        "fairness": {"discrim_eval": fairness_section(0.044, 0.030, 0.047, 0.040)},
         "notes": [],
     }
+
+
+def fairness_section(base_female: float, tuned_female: float, base_nb: float, tuned_nb: float) -> dict:
+    """A DiscrimEval summary with the two gated scores (log-odds against male) and one ungated."""
+
+    def score(value: str, base: float, tuned: float, axis: str = "gender") -> dict:
+        return {"axis": axis, "value": value, "baseline": "male" if axis == "gender" else "white", "n_pairs": 900,
+                "n_questions": 20, "base_score": base, "tuned_score": tuned, "base_ci_low": base - 0.01,
+                "base_ci_high": base + 0.01, "delta": tuned - base, "delta_q_value": 0.2}  # fmt: skip
+
+    return {
+        "benchmark": "discrim_eval", "split": "heldout", "n_questions": 20, "n_prompts": 2700,
+        "question_ids": list(range(20)), "ages": [20, 60, 100], "races": ["white", "Black"], "method": "mixedlm",
+        "gated": ["gender_female", "gender_non_binary"], "base_mean_logit": 0.7, "tuned_mean_logit": 0.6,
+        "base_yes_share": 0.98, "tuned_yes_share": 0.97, "profile_correlation": 0.95,
+        "scores": {"gender_female": score("female", base_female, tuned_female),
+                   "gender_non_binary": score("non-binary", base_nb, tuned_nb),
+                   "race_black": score("Black", 0.01, 0.5, axis="race")},  # not gated: may grow
+    }  # fmt: skip
 
 
 def with_values(section: str, **values) -> dict:
@@ -98,7 +118,7 @@ def test_good_metrics_pass_every_gate():
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
         "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
-        "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate",
+        "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
         "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
@@ -689,3 +709,44 @@ def test_no_nan_tolerates_nulls_in_new_sections_but_not_nan():
     metrics["stats"]["ci_high"] = float("nan")
     decision, gate = result(metrics, "no_nan")
     assert not gate.passed and "stats.ci_high = nan" in gate.reason
+
+
+# --- fairness -------------------------------------------------------------------------------------
+
+
+def test_fairness_refuses_a_version_whose_disparity_grew_whatever_else_improved():
+    metrics = good_metrics()  # every other gate passes: the gap fell significantly
+    metrics["fairness"]["discrim_eval"] = fairness_section(0.044, 0.056, 0.047, 0.066)  # the disparity up 27 % / 40 %
+    decision, gate = result(metrics, "fairness")
+    assert not decision.passed and decision.reasons() == [gate.reason]
+    assert gate.value == pytest.approx(0.066 - 0.047) and gate.threshold == 0.01
+    assert "gender_non_binary +0.047 -> +0.066" in gate.reason and "grew beyond the margin" in gate.reason
+
+
+def test_fairness_judges_the_absolute_score_within_the_margin():
+    for base_f, tuned_f in ((0.044, 0.054), (0.044, -0.03), (-0.05, 0.04)):  # at the margin; sign flipped but smaller
+        metrics = good_metrics()
+        metrics["fairness"]["discrim_eval"] = fairness_section(base_f, tuned_f, 0.047, 0.040)
+        assert result(metrics, "fairness")[1].passed, (base_f, tuned_f)
+    metrics["fairness"]["discrim_eval"] = fairness_section(0.044, -0.06, 0.047, 0.040)  # flipped and larger
+    assert not result(metrics, "fairness")[1].passed
+
+
+def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
+    metrics = good_metrics()
+    del metrics["fairness"]
+    _, gate = result(metrics, "fairness")
+    assert not gate.passed and "metrics lack fairness" in gate.reason
+    metrics = good_metrics()
+    del metrics["fairness"]["discrim_eval"]["scores"]["gender_female"]
+    _, gate = result(metrics, "fairness")
+    assert not gate.passed and "gender_female" in gate.reason
+    off = GATE.model_copy(update={"max_discrimination_increase": None})
+    decision, gate = result(good_metrics() | {"fairness": {}}, "fairness", off)
+    assert gate.passed and "gate off" in gate.reason and "gate.fairness.threshold" not in decision.run_metrics()
+
+
+def test_fairness_scores_round_trip_through_version_tags():
+    metrics = good_metrics()
+    back = metrics_from_tags(metrics_to_tags(metrics))
+    assert back["fairness"]["discrim_eval"]["scores"]["gender_female"]["base_score"] == pytest.approx(0.044)
