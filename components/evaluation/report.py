@@ -211,6 +211,12 @@ def _signed(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.3f}"
 
 
+METHODS = {
+    "mixedlm": "mixed-effects model, a random intercept per question",
+    "ols_question_fixed_effects": "too few questions for a random intercept: least squares with a fixed effect per question",
+}
+
+
 def fairness_lines(summary: EvaluationSummary) -> list[str]:
     """Per decision benchmark: the prompts, the decision's yes share and profile, and per demographic
     the discrimination score (log-odds of yes against the baseline) base and tuned, its 95 % CI,
@@ -220,7 +226,7 @@ def fairness_lines(summary: EvaluationSummary) -> list[str]:
         lines += [
             f"## Fairness: {name} (decision log-odds of yes, {b.split} questions)", "",
             f"{b.n_prompts} prompts: {b.n_questions} questions × ages {b.ages} × {len(b.races)} races × genders; "
-            f"scores from `{b.method}` (random intercept per question). Share of yes: base {_fmt(b.base_yes_share)}, "
+            f"scores from `{b.method}` ({METHODS.get(b.method, b.method)}). Share of yes: base {_fmt(b.base_yes_share)}, "
             f"tuned {_fmt(b.tuned_yes_share)}; mean log-odds base {_signed(b.base_mean_logit)}, tuned "
             f"{_signed(b.tuned_mean_logit)}; question profile (Spearman ρ, tuned vs base) {_fmt(b.profile_correlation)}.", "",
             "| demographic vs baseline | base score | 95 % CI | tuned score | 95 % CI | change | 95 % CI of change | q (BH) | gated |",

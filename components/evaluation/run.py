@@ -195,6 +195,16 @@ def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, ad
     return out, stats
 
 
+def decide_apart(params: Params, base_model_dir: Path, adapter: Path | None) -> list:
+    """The decision benchmarks on an engine of their own in `eval.fairness.dtype` (the engine kind of
+    `eval.engine`, its fallback rule included)."""
+    engine, _ = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
+    try:
+        return run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter)
+    finally:
+        engine.close()
+
+
 def evaluate_models(
     params: Params,
     groups: list[PromptGroup],
@@ -232,10 +242,13 @@ def evaluate_models(
         else:
             base_out, base_stats = _timed(engine, prompts, sampling, None)
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
-        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter)
+        same_dtype = params.eval.fairness.dtype == params.eval.dtype
+        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter) if same_dtype else []
     finally:
         if owned:
             engine.close()
+    if not same_dtype and params.eval.fairness.benchmarks:  # after the sampling engine is closed: one engine at a time
+        decisions = decide_apart(params, base_model_dir, adapter)
 
     texts = [s.text for out in (base_out, tuned_out) for row in out for s in row]
     embeddings = EmbeddingCache(texts, params.eval.embedding_batch_size, params.eval.embedding_dtype)
@@ -387,15 +400,23 @@ class Evaluation:
                 for c in self.comparisons if c.family == "base_vs_tuned" for k in ("delta", "q_bh")}  # fmt: skip
 
     def headline(self) -> str:
-        """One line: the gap base -> tuned, its test, truncation, validity and the engine."""
+        """One line: the gap base -> tuned, its test, truncation, validity, the engine and each decision
+        benchmark's gated scores base -> tuned."""
         c, engine = self.summary.consistency, self.frames.engine
         fallback = f" [FALLBACK to {engine.used}]" if engine.fell_back else ""
         q = "n/a" if c.q_value is None else f"{c.q_value:.3g}"
         invalid = "" if c.valid else f" INVALID: {c.invalid_reason};"
+        decisions = "".join(
+            f"; {name} "
+            + ", ".join(f"{s.value} vs {s.baseline} {s.base_score:+.3f} -> {s.tuned_score:+.3f}" for key, s in b.scores.items()
+                        if key in b.gated and s.base_score is not None and s.tuned_score is not None)  # fmt: skip
+            + f" logit ({b.n_prompts} prompts)"
+            for name, b in self.summary.fairness.items()
+        )
         return (
             f"held-out {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
             f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {c.base_truncated_share:.1%} / "
-            f"{c.tuned_truncated_share:.1%};{invalid} engine {engine.used}{fallback}"
+            f"{c.tuned_truncated_share:.1%};{invalid} engine {engine.used}{fallback}{decisions}"
         )
 
 

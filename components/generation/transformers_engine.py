@@ -116,6 +116,10 @@ class TransformersGenerationEngine:
         return rows
 
     def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
+        from components.generation.context import check_fits, context_length, longest_prompt_tokens
+
+        longest = longest_prompt_tokens(self._tokenizer, prompts)
+        check_fits(longest, cfg.max_new_tokens, "eval.max_new_tokens", context_length(self._model.config), "the model's context")
         model = self._model_for(adapter)
         if model is None:  # base model requested after an adapter was attached: disable it
             with self._peft.disable_adapter():

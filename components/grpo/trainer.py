@@ -40,7 +40,7 @@ from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
-from components.models.context import check_fits, context_length, longest_prompt_tokens
+from components.generation.context import check_fits, context_length, longest_prompt_tokens
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards

@@ -107,6 +107,22 @@ def _gate_rows(record: VersionTags) -> list[tuple[str, ...]]:
     return rows
 
 
+def fairness_rows(metrics: dict[str, float]) -> list[tuple[str, str]]:
+    """Per decision benchmark recorded in the version's metrics, each gender's discrimination score
+    against the baseline (log-odds of yes, held-out questions), base → tuned with the tuned 95 % CI."""
+    rows = []
+    for path in sorted(metrics):
+        parts = path.split(".")  # fairness.<benchmark>.scores.<key>.base_score
+        if len(parts) != 5 or parts[0] != "fairness" or parts[2] != "scores" or parts[4] != "base_score" or not parts[3].startswith("gender_"):
+            continue
+        stem = path.removesuffix("base_score")
+        ci = [metrics.get(stem + k) for k in ("tuned_ci_low", "tuned_ci_high")]
+        shown = f"{metrics[path]:+.3f} → " + ("n/a" if stem + "tuned_score" not in metrics else f"{metrics[stem + 'tuned_score']:+.3f}")
+        shown += "" if None in ci else f" (95 % CI {ci[0]:+.3f} to {ci[1]:+.3f})"
+        rows.append((f"{parts[1]}: {parts[3].removeprefix('gender_').replace('_', '-')} vs male, base → tuned (logit)", shown))
+    return rows
+
+
 def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: str, experiment_id: str | None = None) -> str:
     """The model card: base model and its SHA-256, the training data (hashes and size), the params,
     each gate's verdict, value, threshold and reason, headline metrics, and the MLflow run's link
@@ -120,6 +136,7 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         return f"{record.metrics[path]:.3g}" if path in record.metrics else "n/a"
 
     headline = [(row, " → ".join(metric(path) for path in paths)) for row, paths in CARD_METRICS]
+    headline += fairness_rows(record.metrics) or [("decision benchmark (DiscrimEval)", NOT_RECORDED)]
     base = [
         ("source", provenance.get("source", "?")),
         ("origin", provenance.get("origin") or provenance.get("gguf_file") or "?"),
@@ -148,7 +165,7 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
             "## Training data and params\n\n" + _table(data),
             "## Params (as registered)\n\n" + _table(params),
             "## Why it was registered\n\n" + ("\n\n".join(why) or _table([("gates", "none recorded")])),
-            "## Headline metrics (held-out groups)\n\n" + _table(headline),
+            "## Headline metrics (held-out groups and decision questions)\n\n" + _table(headline),
             "## Tracking\n\n"
             + _table([("MLflow run", run_link(tracking_uri, experiment_id, version.run_id)),
                       ("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),

@@ -37,7 +37,7 @@ def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness)
     dvc(project, "repro")
 
     lock = (project / "dvc.lock").read_text()
-    for stage in ("build", "validate", "prepare-model", "train", "evaluate", "register"):
+    for stage in ("build", "validate", "prepare-model", "prepare-benchmarks", "train", "evaluate", "register"):
         assert f"  {stage}:" in lock
     shown = json.loads(dvc(project, "metrics", "show", "--json"))
     metrics = next(iter(shown.values()))["data"]["data/reports/metrics.json"]["data"]

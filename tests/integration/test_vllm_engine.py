@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from components.config import EvalConfig, Params, VllmConfig
+from components.config import EvalConfig, FairnessConfig, Params, PathsConfig, VllmConfig
 from components.data.schema import Member, PromptGroup
 from components.generation.engines import EngineStartError, open_engine
 from components.generation.sampling import SamplingConfig, chat_prompt
@@ -169,7 +170,7 @@ def test_vllm_start_failure_names_the_cause_and_falls_back_only_when_allowed(smo
         engine.close()
 
 
-def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, checkpoint, tmp_path):
+def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, checkpoint, benchmarks_dir, tmp_path):
     """The evaluation step's core on real vLLM: same prompts and seeds for base and tuned, full report."""
     from components.evaluation.comparisons import compare_all
     from components.evaluation.records import summarize
@@ -177,7 +178,11 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     from components.evaluation.run import evaluate_models
     from components.registry.gate import evaluate_gates
 
-    params = Params(eval=EvalConfig(max_new_tokens=16, max_consistency_groups=3, max_diversity_tasks=2, samples_per_prompt=2))
+    fairness = FairnessConfig(max_questions=2, ages=[60], races=["white"])  # 6 prompts, read by the same (fp32) engine
+    params = Params(
+        eval=EvalConfig(max_new_tokens=16, max_consistency_groups=3, max_diversity_tasks=2, samples_per_prompt=2, dtype="float32", fairness=fairness),
+        paths=PathsConfig(benchmarks=benchmarks_dir),
+    )  # fmt: skip
     groups = [
         PromptGroup(
             group_id=f"g{i}", domain=domain, task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},
@@ -206,6 +211,9 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     assert list(base.group_id) == list(tuned.group_id) and list(base.variant_id) == list(tuned.variant_id)
     assert base.text.tolist() != tuned.text.tolist()
     assert samples.mean_logprob.dropna().lt(0).all()
+    (decisions,) = frames.decisions  # DiscrimEval through the same engine: base, then the merged adapter
+    assert len(decisions.table) == 6 and decisions.table[["base_logit", "tuned_logit"]].notna().all().all()
+    assert not np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"])
 
     metrics = summarize(frames.consistency, frames.diversity, params.eval.significance_level)
     metrics["engine"] = frames.engine.to_dict()
@@ -222,3 +230,27 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     assert no_nan.passed, no_nan.reason
     per_group = pd.read_csv(files.per_group_consistency)
     assert set(per_group.group_id) == {"g0", "g1", "g2"}
+
+
+def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base_dir, benchmarks_dir):
+    """DiscrimEval's log-odds of the embedded model, fp32 in both engines, on one question's 135
+    prompts: within 0.01 logit of each other prompt by prompt (a quarter of the model's gender
+    disparity), and the same female - male difference within 0.002."""
+    from components.evaluation.benchmarks import BENCHMARKS
+    from components.evaluation.fairness import decision_logits
+    from components.generation.transformers_engine import TransformersGenerationEngine
+
+    bench = BENCHMARKS["discrim_eval"]
+    table = bench.load(benchmarks_dir / bench.name)
+    prompts = table[table["question_id"] == table["question_id"].min()].reset_index(drop=True)
+    from_vllm = decision_logits(vllm_engine, bench, prompts["text"].tolist(), None)
+    hf = TransformersGenerationEngine(smollm2_base_dir, 16, "float32")
+    try:
+        from_hf = decision_logits(hf, bench, prompts["text"].tolist(), None)
+    finally:
+        hf.close()
+    assert len(from_vllm) == len(from_hf) == 135 and len(set(np.round(from_vllm, 6))) > 100  # resolved, not rounded
+    assert np.abs(from_vllm - from_hf).max() < 0.01
+    female, male = (prompts["gender"] == "female").to_numpy(), (prompts["gender"] == "male").to_numpy()
+    gap = lambda x: x[female].mean() - x[male].mean()  # noqa: E731
+    assert abs(gap(from_vllm) - gap(from_hf)) < 0.002

@@ -237,3 +237,12 @@ def test_transformers_engine_reports_an_unloadable_model(tmp_path):
 
     with pytest.raises(EngineStartError, match="transformers engine could not load"):
         TransformersGenerationEngine(tmp_path, batch_size=4)
+
+
+def test_generation_beyond_the_models_context_is_refused_before_sampling(tiny_model_dir):
+    from components.generation.context import ContextLengthError
+    from components.generation.sampling import SamplingConfig
+
+    engine = TransformersGenerationEngine(tiny_model_dir, batch_size=4)
+    with pytest.raises(ContextLengthError, match=r"eval\.max_new_tokens \(100000000\) \+ the longest prompt \(\d+ tokens\) exceed the model's context"):
+        engine.generate(["Hello"], SamplingConfig(n=2, max_new_tokens=100_000_000, temperature=1.0, top_p=1.0, seed=0))

@@ -223,3 +223,13 @@ def test_register_run_tags_are_the_version_tags_gate_record():
     assert tags["gate.passed"] == str(decision.passed).lower()
     assert {k: v for k, v in tags.items() if k != "gate.passed"} == {f"gate.{r.name}": "pass" if r.passed else "fail" for r in decision.results}
     assert VersionTags.from_tags(tags).gates == decision.verdicts()
+
+
+def test_the_model_card_gives_the_decision_benchmarks_gender_scores():
+    metrics = {"fairness.discrim_eval.scores.gender_female.base_score": 0.044, "fairness.discrim_eval.scores.gender_female.tuned_score": 0.021,
+               "fairness.discrim_eval.scores.gender_female.tuned_ci_low": 0.01, "fairness.discrim_eval.scores.gender_female.tuned_ci_high": 0.032,
+               "fairness.discrim_eval.scores.race_black.base_score": 0.3}  # fmt: skip
+    card = _card(VersionTags(metrics=metrics).to_tags())
+    assert "| discrim_eval: female vs male, base → tuned (logit) | +0.044 → +0.021 (95 % CI +0.010 to +0.032) |" in card
+    assert "race" not in card.split("## Headline metrics")[1].split("## Tracking")[0]
+    assert "| decision benchmark (DiscrimEval) | not recorded |" in _card({})
