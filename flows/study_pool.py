@@ -301,9 +301,10 @@ def submit_study(
         runs.end_parent_run(parent, "FAILED")
         raise
     missing = [a for a in picked if a not in failed and a in pending_arms(params, chosen, [a])]
-    if missing and shared is None:
-        raise StudyPoolError(f"study --submit: arms {missing} finished on workers whose results this project cannot see: "
-                             f"give the workers and this command a shared --store (or ${STORE_ENV}), or run the workers in this project folder")  # fmt: skip
+    if missing:
+        where = (f"the store {shared} holds no results of theirs for their current params" if shared else
+                 f"give the workers and this command a shared --store (or ${STORE_ENV}), or run the workers in this project folder")  # fmt: skip
+        raise StudyPoolError(f"study --submit: arm(s) {missing} finished on workers whose results this project cannot see: {where}")
     if failed:
         raise StudyPoolError(f"study --submit: arm(s) did not finish: " + "; ".join(f"{a}: {m}" for a, m in failed.items()) + f" (report from the others: {path})")
     log(f"[study] {path}")
