@@ -304,7 +304,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
         raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
-        for step in (steps.build, steps.prepare_model, steps.validate):
+        for step in (steps.build, steps.prepare_model, steps.validate, steps.prepare_benchmarks):
             print(f"[study] {step(params, parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)

@@ -69,9 +69,9 @@ def store_path(store: str | Path | None) -> Path | None:
 
 
 def _prepare_project(params, parent: str | None) -> None:
-    """The study's shared steps in the worker's project, as the in-process study runs them: build
-    and prepare-model (each reuses or atomically rewrites its outputs), then validation unless its
-    report vouches for the groups. Arms side by side in one project folder take turns (a file lock)."""
+    """The study's shared steps in the worker's project, as the in-process study runs them: build,
+    prepare-model and prepare-benchmarks (each reuses or atomically rewrites its outputs), then
+    validation unless its report vouches for the groups. Arms side by side in one project folder take turns (a file lock)."""
     import fcntl
 
     from components.validation.precondition import ensure_validated
@@ -81,7 +81,7 @@ def _prepare_project(params, parent: str | None) -> None:
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        for step in (steps.build, steps.prepare_model):
+        for step in (steps.build, steps.prepare_model, steps.prepare_benchmarks):
             print(f"[study] {step(params, parent).summary}")
         print(f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model)}")
 

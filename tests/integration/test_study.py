@@ -62,7 +62,7 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
                                    filter_string="tags.`groupwise.pipeline` = 'study'")  # fmt: skip
     arms = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert sorted(r.info.run_name for r in arms) == [
-        "build", "prepare-model", "study/greedy", "study/grpo", "validate",
+        "build", "prepare-benchmarks", "prepare-model", "study/greedy", "study/grpo", "validate",
     ]  # the shared steps, then one run per arm  # fmt: skip
     grpo_run = next(r for r in arms if r.info.run_name == "study/grpo")
     steps_of_grpo = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{grpo_run.info.run_id}'")

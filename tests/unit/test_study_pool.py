@@ -87,9 +87,12 @@ def test_submit_needs_a_prefect_server(tmp_path, monkeypatch):
     from flows.cli import app
     from tests.conftest import make_project
 
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "arms": {"a": {"description": "a"}}}})
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    result = CliRunner().invoke(app, ["study", "--submit", "--params", str(project / "params.yaml")])
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):  # also when a test harness's server is up
+        result = CliRunner().invoke(app, ["study", "--submit", "--params", str(project / "params.yaml")])
     assert result.exit_code == 2, result.output
     assert "PREFECT_API_URL" in result.output
     help_text = CliRunner().invoke(app, ["study", "--help"], terminal_width=200).output
