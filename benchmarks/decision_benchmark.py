@@ -1,7 +1,8 @@
 """DiscrimEval on the embedded model: its scores on all 70 questions, the two engines' agreement,
 and the decision scoring's throughput against raw vLLM prefill.
 
-    .venv/bin/python benchmarks/decision_benchmark.py                   # everything (~20 min on 2 cores)
+    .venv/bin/python benchmarks/decision_benchmark.py                   # everything (hours on 2 cores in fp32)
+    .venv/bin/python benchmarks/decision_benchmark.py --ages 60         # the 70 questions at the baseline age
     .venv/bin/python benchmarks/decision_benchmark.py --skip-scores     # throughput and agreement only
 
 1. Throughput: the same DiscrimEval prompts (token ids of the benchmark's user turn and answer
@@ -10,8 +11,9 @@ and the decision scoring's throughput against raw vLLM prefill.
    in a process of its own (benchmarks/eval_throughput.py's raw row). Both stay up; their calls
    alternate --repeats times and each reports its fastest (target: wrapper >= 0.90 of raw).
 2. Agreement: the log-odds of --agree-prompts prompts from the vLLM engine and the transformers
-   engine, both in eval.dtype: max and mean absolute difference, Pearson r, and how far apart the
-   female - male score of those prompts is.
+   engine, both in eval.fairness.dtype (fp32): max and mean absolute difference, Pearson r, and how
+   far apart the female - male score of those prompts is; and the error bf16 weights would make
+   (transformers in bf16 against fp32).
 3. Scores: all 9,450 prompts (70 questions x 9 ages x 3 genders x 5 races) through the vLLM
    engine; the benchmark's statistic per demographic (mixed model, and the matched paired check)
    on all questions, on the train and on the held-out split; written to --out (JSON) and the
@@ -48,12 +50,42 @@ def _scores(table, column: str, baselines: dict) -> dict:
     return out
 
 
+def agreement(engine, params, bench, agree, dtype: str) -> dict:
+    """vLLM against transformers (both in `dtype`) on the prompts of `agree`, and bf16 transformers' error."""
+    from components.evaluation.fairness import decision_logits
+    from components.generation.transformers_engine import TransformersGenerationEngine
+
+    texts = agree["text"].tolist()
+    vllm_logits = decision_logits(engine, bench, texts, None)
+    found = {}
+    for which in (dtype, "bfloat16"):
+        hf = TransformersGenerationEngine(params.paths.base_model, params.eval.batch_size, which)
+        found[which] = decision_logits(hf, bench, texts, None)
+        hf.close()
+    hf_logits, bf16_logits = found[dtype], found["bfloat16"]
+    diff = np.abs(vllm_logits - hf_logits)
+    female, male = (agree["gender"] == "female").to_numpy(), (agree["gender"] == "male").to_numpy()
+    return {
+        "prompts": len(agree), "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
+        "pearson_r": float(np.corrcoef(vllm_logits, hf_logits)[0, 1]),
+        "female_minus_male_vllm": float(vllm_logits[female].mean() - vllm_logits[male].mean()),
+        "female_minus_male_transformers": float(hf_logits[female].mean() - hf_logits[male].mean()),
+        "distinct_values_vllm": len(set(np.round(vllm_logits, 6))),
+        "bf16_transformers_mean_abs_error": float(np.abs(bf16_logits - hf_logits).mean()),
+        "bf16_transformers_max_abs_error": float(np.abs(bf16_logits - hf_logits).max()),
+        "bf16_distinct_values": len(set(np.round(bf16_logits, 6))),
+        "female_minus_male_bf16_transformers": float(bf16_logits[female].mean() - bf16_logits[male].mean()),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--throughput-prompts", type=int, default=900)
-    parser.add_argument("--agree-prompts", type=int, default=135)
+    parser.add_argument("--agree-prompts", type=int, default=45)
     parser.add_argument("--skip-scores", action="store_true")
+    parser.add_argument("--skip-agreement", action="store_true")
+    parser.add_argument("--ages", type=int, nargs="*", default=None, help="ages of the scored prompts (default: all nine)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "discrim_eval_base.json")
     args = parser.parse_args()
 
@@ -62,7 +94,6 @@ def main() -> None:
     from components.evaluation.fairness import decision_logits, single_token_ids
     from components.generation.interface import ChoicePrompt
     from components.generation.sampling import answer_prompt
-    from components.generation.transformers_engine import TransformersGenerationEngine
     from components.generation.vllm_engine import VllmEngine
     from components.models.provision import prepare_base_model
 
@@ -72,10 +103,12 @@ def main() -> None:
     data = params.paths.benchmarks / bench.name
     bench.prepare(data)
     table = bench.load(data)
-    report: dict = {"dtype": params.eval.dtype, "machine_cpus": len(__import__("os").sched_getaffinity(0))}
+    report: dict = {"machine_cpus": len(__import__("os").sched_getaffinity(0))}
 
     started = time.perf_counter()
-    engine = VllmEngine(params.paths.base_model, params.eval.vllm, params.eval.dtype, params.seed)
+    dtype = params.eval.fairness.dtype  # the decisions' dtype (fp32: see the agreement's bf16 row)
+    report["dtype"] = dtype
+    engine = VllmEngine(params.paths.base_model, params.eval.vllm, dtype, params.seed)
     report["vllm_start_seconds"] = time.perf_counter() - started
     try:
         # 1. throughput, wrapper vs raw, alternating
@@ -86,7 +119,7 @@ def main() -> None:
         choices = single_token_ids(engine.tokenizer, bench.yes_words, bench.name) + single_token_ids(engine.tokenizer, bench.no_words, bench.name)
         prompts = [ChoicePrompt(bench.user_turn(t), bench.answer_prefix) for t in texts]
         ids = [engine.tokenizer(answer_prompt(engine.tokenizer, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts]
-        raw = RawVllm(engine, params.eval.vllm, params.eval.dtype)
+        raw = RawVllm(engine, params.eval.vllm, dtype)
         wrapper_s, raw_s = [], []
         try:
             engine.choice_logprobs(prompts[:8], choices)  # warm both
@@ -110,24 +143,15 @@ def main() -> None:
         print(json.dumps(report["throughput"], indent=1))
 
         # 2. engines agree
-        agree = table[table["question_id"] < max(1, args.agree_prompts // 135)].head(args.agree_prompts)
-        vllm_logits = decision_logits(engine, bench, agree["text"].tolist(), None)
-        hf = TransformersGenerationEngine(params.paths.base_model, params.eval.batch_size, params.eval.dtype)
-        hf_logits = decision_logits(hf, bench, agree["text"].tolist(), None)
-        hf.close()
-        diff = np.abs(vllm_logits - hf_logits)
-        female = (agree["gender"] == "female").to_numpy()
-        male = (agree["gender"] == "male").to_numpy()
-        report["agreement"] = {
-            "prompts": len(agree), "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
-            "pearson_r": float(np.corrcoef(vllm_logits, hf_logits)[0, 1]),
-            "female_minus_male_vllm": float(vllm_logits[female].mean() - vllm_logits[male].mean()),
-            "female_minus_male_transformers": float(hf_logits[female].mean() - hf_logits[male].mean()),
-        }  # fmt: skip
-        print(json.dumps(report["agreement"], indent=1))
+        if not args.skip_agreement:
+            agree = table[table["question_id"] == table["question_id"].min()].head(args.agree_prompts)
+            report["agreement"] = agreement(engine, params, bench, agree, dtype)
+            print(json.dumps(report["agreement"], indent=1))
 
         # 3. scores on all 70 questions
         if not args.skip_scores:
+            table = table[table["age"].isin(args.ages)].reset_index(drop=True) if args.ages else table
+            report["ages"] = sorted(int(a) for a in table["age"].unique())
             t0 = time.perf_counter()
             table["logit"] = decision_logits(engine, bench, table["text"].tolist(), None)
             report["scoring_seconds"] = time.perf_counter() - t0

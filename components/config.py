@@ -325,7 +325,7 @@ class FairnessConfig(_Section):
     )
     max_questions: int | None = Field(None, ge=1, description="the first N questions of the split (null: all)")
     ages: list[int] | None = Field(
-        [20, 60, 100], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60"
+        [60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60"
     )
     races: list[str] | None = Field(None, description="races to fill in (null: all five); must include the baseline white")
     dtype: Literal["float32", "bfloat16"] = Field(

@@ -155,7 +155,8 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
         for checkpoint in todo:
             state = read_state(checkpoint)
             with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
-                frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs)
+                frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs,
+                                         decide=False)  # the curve plots the paper's gap only
                 base_outputs = frames.base_outputs
                 summary = EvaluationSummary.from_dict(summarize(frames.consistency, frames.diversity, summary_settings(params)))
                 runs.log_metrics(summary.to_dict(), prefix="eval.")

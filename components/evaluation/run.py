@@ -212,13 +212,16 @@ def evaluate_models(
     checkpoint_dir: Path | None,
     engine: GenerationEngine | None = None,
     base_outputs: list[list[Sample]] | None = None,
+    decide: bool = True,
 ) -> EvaluationFrames:
     """Sample base and the candidate ("tuned") on the held-out set, score every group.
 
     The candidate is the checkpoint's adapter (`eval.candidate.source: adapter`) or the base model
     decoded with `eval.candidate` settings (`source: base`, no checkpoint needed). `engine`: reuse
     a started one; `base_outputs`: the base samples of an earlier call with the same groups and
-    sampling (`EvaluationFrames.base_outputs`), not generated again.
+    sampling (`EvaluationFrames.base_outputs`), not generated again. The decision benchmarks
+    (`eval.fairness`) are read after the sampling, on the same engine when `eval.fairness.dtype` is
+    `eval.dtype`, else on one of their own; `decide=False` skips them (a learning curve's points).
     """
     consistency, diversity = select_heldout(groups, params)
     use_adapter = params.eval.candidate.source == "adapter"
@@ -242,12 +245,13 @@ def evaluate_models(
         else:
             base_out, base_stats = _timed(engine, prompts, sampling, None)
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
+        decide = decide and bool(params.eval.fairness.benchmarks)
         same_dtype = params.eval.fairness.dtype == params.eval.dtype
-        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter) if same_dtype else []
+        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter) if decide and same_dtype else []
     finally:
         if owned:
             engine.close()
-    if not same_dtype and params.eval.fairness.benchmarks:  # after the sampling engine is closed: one engine at a time
+    if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
         decisions = decide_apart(params, base_model_dir, adapter)
 
     texts = [s.text for out in (base_out, tuned_out) for row in out for s in row]

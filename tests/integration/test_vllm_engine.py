@@ -233,24 +233,25 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
 
 
 def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base_dir, benchmarks_dir):
-    """DiscrimEval's log-odds of the embedded model, fp32 in both engines, on one question's 135
-    prompts: within 0.01 logit of each other prompt by prompt (a quarter of the model's gender
-    disparity), and the same female - male difference within 0.002."""
+    """DiscrimEval's log-odds of the embedded model, fp32 in both engines, on 45 prompts of one
+    question (3 ages x 3 genders x 5 races): within 1e-3 logit of each other prompt by prompt
+    (measured: at most 2.6e-5, benchmarks/decision_benchmark.py), and the same female - male
+    difference within 1e-4."""
     from components.evaluation.benchmarks import BENCHMARKS
     from components.evaluation.fairness import decision_logits
     from components.generation.transformers_engine import TransformersGenerationEngine
 
     bench = BENCHMARKS["discrim_eval"]
     table = bench.load(benchmarks_dir / bench.name)
-    prompts = table[table["question_id"] == table["question_id"].min()].reset_index(drop=True)
+    prompts = table[table["question_id"] == table["question_id"].min()].head(45).reset_index(drop=True)
     from_vllm = decision_logits(vllm_engine, bench, prompts["text"].tolist(), None)
     hf = TransformersGenerationEngine(smollm2_base_dir, 16, "float32")
     try:
         from_hf = decision_logits(hf, bench, prompts["text"].tolist(), None)
     finally:
         hf.close()
-    assert len(from_vllm) == len(from_hf) == 135 and len(set(np.round(from_vllm, 6))) > 100  # resolved, not rounded
-    assert np.abs(from_vllm - from_hf).max() < 0.01
+    assert len(from_vllm) == len(from_hf) == 45 and len(set(np.round(from_vllm, 6))) > 40  # resolved, not rounded (bf16: 15 values)
+    assert np.abs(from_vllm - from_hf).max() < 1e-3
     female, male = (prompts["gender"] == "female").to_numpy(), (prompts["gender"] == "male").to_numpy()
     gap = lambda x: x[female].mean() - x[male].mean()  # noqa: E731
-    assert abs(gap(from_vllm) - gap(from_hf)) < 0.002
+    assert abs(gap(from_vllm) - gap(from_hf)) < 1e-4

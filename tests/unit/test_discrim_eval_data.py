@@ -41,7 +41,7 @@ def test_the_split_is_fixed_disjoint_and_recorded(data):
     assert split["heldout"] == list(heldout) and sorted(split["train"] + split["heldout"]) == list(de.QUESTION_IDS)
     table = BENCHMARKS[de.NAME].load(data)
     chosen = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig())
-    assert set(chosen["question_id"]) == set(heldout) and len(chosen) == 20 * 3 * 3 * 5  # ages 20, 60, 100 by default
+    assert set(chosen["question_id"]) == set(heldout) and len(chosen) == 20 * 3 * 5  # age 60 only by default
     train = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig(split="train", ages=None))
     assert not set(train["question_id"]) & set(heldout) and len(train) == 50 * 135
 

@@ -750,3 +750,16 @@ def test_fairness_scores_round_trip_through_version_tags():
     metrics = good_metrics()
     back = metrics_from_tags(metrics_to_tags(metrics))
     assert back["fairness"]["discrim_eval"]["scores"]["gender_female"]["base_score"] == pytest.approx(0.044)
+
+
+def test_the_operations_guide_documents_every_gate_of_the_table():
+    """docs/operations.md's gate table names each gate of `GATES` and `CHAMPION_GATES` with its param."""
+    from components.config import GateConfig
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text().split("## Gates", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    documented = {name.strip("` ") for row in rows for name in row.split("|")[1].split(",")}
+    assert documented == set(GATES) | set(CHAMPION_GATES)
+    for spec in (*GATES.values(), *CHAMPION_GATES.values()):
+        if spec.threshold is not None:
+            assert spec.threshold in GateConfig.model_fields and f"`{spec.threshold}`" in table, spec.name
