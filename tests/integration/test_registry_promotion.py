@@ -58,7 +58,7 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     rows = list(csv.DictReader((params.paths.registry / "gates.csv").open()))
     assert [r["gate"] for r in rows] == [
         "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "coverage",
-        "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "champion_gap",
+        "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness", "champion_gap",
         "champion_helpfulness",
     ]  # fmt: skip
     assert {r["verdict"] for r in rows} == {"pass"}

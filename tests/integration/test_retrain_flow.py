@@ -18,7 +18,7 @@ from tests.integration.registry_helpers import assert_serves_adapter
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 STEPS = ["build", "prepare-model", "validate", "prepare-benchmarks", "train", "evaluate", "register"]
-PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png"]
+PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png", "fairness_effects.png"]
 
 
 def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, prefect_harness):
