@@ -8,7 +8,7 @@ A cached step is served from Prefect's cache only when
    the output folders (relative path, size, mtime of every file) in `<root>/.prefect/outputs/`;
    when the folders differ (DVC deletes outs before it runs a stage, a user edits them), the flow
    runs the step with `refresh_cache=True`.
-So a cache hit never hands back a result whose files are gone (STACK_NOTES: DVC outs and Prefect's
+So a cache hit never hands back a result whose files are gone (DVC outs and Prefect's
 cache), and unchanged data and base model are not rebuilt.
 """
 

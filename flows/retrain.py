@@ -40,7 +40,7 @@ def transient_fault(task, task_run, state) -> bool:
 
 
 def _step_task(name: str, fn):
-    # DVC outputs are rewritten each run: never served from a cache (see STACK_NOTES).
+    # DVC outputs are rewritten each run: never served from a cache (DVC deletes outs before a stage runs).
     return task(fn, name=name, cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 
 

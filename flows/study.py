@@ -1,7 +1,7 @@
 """`groupwise study [--study NAME]`: a study, arm after arm, resumable, one MLflow run per arm.
 
 The consistency study is params.yaml's `study` section (results/consistency.md); further studies
-are `studies.<NAME>` (results/NAME.md, e.g. the GAPO and SEED-GRPO settings of issue 14, rendered by
+are `studies.<NAME>` (results/NAME.md, e.g. the GAPO and SEED-GRPO settings, rendered by
 `components.study.diversity_report`). Every arm starts from its study's `profile` with the arm's
 overrides merged over it, writes its checkpoints and reports under `data/study/<arm>/`
 (`data/study-NAME/<arm>/`) and copies what the study reports (metrics, statistics, per-group

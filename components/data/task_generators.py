@@ -1,4 +1,4 @@
-"""Generated diversity tasks for the GAPO and SEED-GRPO settings (issue 14), deterministic per seed.
+"""Generated diversity tasks for the GAPO and SEED-GRPO settings, deterministic per seed.
 
 Each generator returns `DiversityTask`s (domain, normaliser, valid set, phrasings) that the builder
 turns into groups exactly like hand-written ones, so validation, splits and rewards are shared:

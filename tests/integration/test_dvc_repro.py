@@ -82,7 +82,7 @@ def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness)
     # The tiny profile sets train.lr itself, so the experiment varies the profile's key.
     dvc(project, "exp", "run", "-S", "profiles.tiny.train.lr=2e-05")
     raw = yaml.safe_load((project / "params.yaml").read_text())
-    assert raw["profiles"]["tiny"]["train"]["lr"] == "2e-05"  # the STACK_NOTES pitfall...
+    assert raw["profiles"]["tiny"]["train"]["lr"] == "2e-05"  # DVC's pitfall...
     assert load_params(project / "params.yaml").train.lr == pytest.approx(2e-05)  # ...coerced to a float
     experiments = json.loads(dvc(project, "exp", "show", "--json"))
     lrs = {

@@ -1,4 +1,4 @@
-"""Generated GAPO / SEED-GRPO tasks (issue 14): deterministic, valid sets that their normaliser maps
+"""Generated GAPO / SEED-GRPO tasks: deterministic, valid sets that their normaliser maps
 onto themselves, the answer parser on hand cases, the correctness reward and the all-valid rate."""
 
 from __future__ import annotations
