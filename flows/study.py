@@ -294,15 +294,22 @@ def load_study(params_path: str | Path, name: str | None = None) -> tuple[Params
     return params, dataclasses.replace(Study.of(params, name), params_file=Path(params_path).resolve())
 
 
+def pick_arms(chosen_study, arms: list[str] | None) -> list[str]:
+    """`arms` (all of the study's when None); ParamsError naming any the study does not have."""
+    config = chosen_study.config
+    picked = arms or list(config.arms)
+    unknown = [a for a in picked if a not in config.arms]
+    if unknown:
+        raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
+    return picked
+
+
 @flow(name="study", log_prints=True)
 def study(params_path: str = "params.yaml", arms: list[str] | None = None, name: str | None = None) -> Path:
     """Run the study's arms (all, or `arms`) in order, skipping finished ones; write the report."""
     params, chosen_study = load_study(params_path, name)
     config = chosen_study.config
-    chosen = arms or list(config.arms)
-    unknown = [a for a in chosen if a not in config.arms]
-    if unknown:
-        raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen_study.name!r}: {sorted(config.arms)}")
+    chosen = pick_arms(chosen_study, arms)
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         for step in (steps.build, steps.prepare_model, steps.validate, steps.prepare_benchmarks):

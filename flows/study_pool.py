@@ -38,6 +38,7 @@ from flows.study import (
     arm_params,
     curve_pending,
     load_study,
+    pick_arms,
     report_files,
     run_arm,
     write_study_report,
@@ -261,10 +262,7 @@ def submit_study(
         raise ParamsError(f"study --concurrency: {concurrency} (at least 1 arm at a time)")
     params, chosen = load_study(params_path, name)
     config = chosen.config
-    picked = arms or list(config.arms)
-    unknown = [a for a in picked if a not in config.arms]
-    if unknown:
-        raise ParamsError(f"study: unknown arm(s) {unknown}; arms of study {chosen.name!r}: {sorted(config.arms)}")
+    picked = pick_arms(chosen, arms)
     shared = store_path(store)
     url = _require_server()
     collect_results(params, chosen, shared)
