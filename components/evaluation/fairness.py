@@ -101,8 +101,10 @@ def run_decisions(engine: GenerationEngine, cfg: FairnessConfig, data_dir: Path,
     return out
 
 
-def _score(demo, n_pairs: int, n_questions: int, fits: dict, checks: dict) -> DiscriminationScore:
-    fields: dict = {"axis": demo.axis, "value": str(demo.value), "baseline": str(demo.baseline), "n_pairs": n_pairs, "n_questions": n_questions}
+def _score(demo, n_pairs: int, n_questions: int, fits: dict, checks: dict, change: Comparison) -> DiscriminationScore:
+    fields: dict = {"axis": demo.axis, "value": str(demo.value), "baseline": str(demo.baseline), "n_pairs": n_pairs, "n_questions": n_questions,
+                    "delta": change.delta, "delta_ci_low": change.ci_low, "delta_ci_high": change.ci_high,
+                    "delta_p_value": change.p_t, "delta_q_value": change.q_bh}  # fmt: skip
     for model in ("base", "tuned"):
         fit, check = fits[model].get(demo.key), checks[model][demo.key]
         fields |= {
@@ -136,13 +138,10 @@ def summarize_decisions(
         alpha,
     )
     by_metric = {c.metric: c for c in comparisons}
-    scores = {}
-    for demo in demos:
-        score = _score(demo, matched_pairs(table, demo), int(effects["base"][demo.key].notna().sum()), fits, checks)
-        c = by_metric[f"{bench.name}.{demo.key}"]
-        scores[demo.key] = score.model_copy(
-            update={"delta": c.delta, "delta_ci_low": c.ci_low, "delta_ci_high": c.ci_high, "delta_p_value": c.p_t, "delta_q_value": c.q_bh}
-        )
+    scores = {
+        d.key: _score(d, matched_pairs(table, d), int(effects["base"][d.key].notna().sum()), fits, checks, by_metric[f"{bench.name}.{d.key}"])
+        for d in demos
+    }
     summary = BenchmarkSummary(
         benchmark=bench.name, split=decisions.split, n_questions=int(table["question_id"].nunique()), n_prompts=len(table),
         question_ids=sorted(int(q) for q in table["question_id"].unique()), ages=sorted(int(a) for a in table["age"].unique()),
