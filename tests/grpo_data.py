@@ -39,7 +39,10 @@ def consistency_groups(n: int) -> list[PromptGroup]:
 
 
 def tiny_params(**train) -> Params:
-    """Default params with a short, fast training section (overridable per key)."""
+    """Default params with a short, fast training section (overridable per key): a few 8-token rollouts
+    at T = 1, each micro-batch in one forward, no intermediate state or rollout tables (the defaults,
+    sized for 512-token answers, would chunk, save and log)."""
     p = Params()
-    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2, **train}
+    settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2,
+                "temperature": 1.0, "rows_per_forward": 0, "save_every": 0, "log_rollouts_every": 0, **train}  # fmt: skip
     return p.model_copy(update={"train": p.train.model_copy(update=settings)})

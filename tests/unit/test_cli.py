@@ -7,7 +7,7 @@ import yaml
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tests.conftest import make_project
+from tests.conftest import ROOT, make_project
 
 runner = CliRunner()
 SUBCOMMANDS = [
@@ -37,6 +37,25 @@ def test_show_params_applies_profile(tmp_path):
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
     assert shown["profile"] == "tiny" and shown["model"]["source"] == "tiny"
+
+
+def test_own_model_example_with_the_default_profile_shows_whole_answers(tmp_path, monkeypatch):
+    """A params file of one's own with `profile: default` gets the measured defaults (components/config.py)."""
+    monkeypatch.delenv("GROUPWISE_PROFILE", raising=False)  # the file's own `profile` key decides
+    example = ROOT / "examples" / "own-model" / "params.yaml"
+    own = tmp_path / "params.yaml"
+    text = example.read_text()
+    assert text.count("\nprofile: demo ") == 1
+    own.write_text(text.replace("\nprofile: demo ", "\nprofile: default "))
+    for args in (["--params", str(example), "--profile", "default"], ["--params", str(own)]):
+        result = runner.invoke(app, ["show-params", *args])
+        assert result.exit_code == 0, result.output
+        shown = json.loads(result.stdout)
+        assert shown["profile"] == "default" and shown["model"]["source"] == "hf"
+        assert (shown["train"]["max_new_tokens"], shown["eval"]["max_new_tokens"]) == (512, 512)
+        assert shown["reward"]["entropy_scope"] == "window"
+        assert shown["data"]["answer_instruction"] == "Answer in at most three sentences."
+        assert (shown["train"]["temperature"], shown["eval"]["temperature"], shown["data"]["heldout_fraction"]) == (0.7, 0.7, 0.4)
 
 
 def test_validate_names_file_rule_and_row_of_a_broken_group(tmp_path):

@@ -155,3 +155,45 @@ def test_generation_must_fit_the_vllm_engines_at_load(tmp_path, raw, expected):
         load_params(write(tmp_path, raw))
     # an engine not in use does not bound it: the model's context does, where the model is loaded
     assert load_params(write(tmp_path, {"train": {"max_new_tokens": 100_000_000}})).train.max_new_tokens == 100_000_000
+
+
+# sections of params.yaml that are not defaults: its profiles, and the project's own studies
+NOT_DEFAULTS = ("profiles", "study", "studies")
+
+
+def _differences(shown, typed, where: str) -> list[str]:
+    if isinstance(shown, dict) and isinstance(typed, dict):
+        return [d for key in sorted(set(shown) | set(typed), key=str)
+                for d in _differences(shown.get(key), typed.get(key), f"{where}.{key}" if where else str(key))]  # fmt: skip
+    return [] if shown == typed else [f"{where}: params.yaml {shown!r}, components/config.py {typed!r}"]
+
+
+def test_params_yaml_restates_the_typed_defaults_and_nothing_else():
+    """components/config.py is the one source of every default: each value the sections of params.yaml
+    set (not its profiles, not the project's studies) must equal the typed default, or a params file
+    of one's own (which gets the typed defaults) would run other settings than the documented ones."""
+    from components.config import Params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    sections = {key: value for key, value in raw.items() if key not in NOT_DEFAULTS}
+    shown = Params.model_validate(sections).model_dump(mode="json")  # keys params.yaml omits: typed defaults
+    typed = Params().model_dump(mode="json")
+    differences = _differences({k: shown[k] for k in sections}, {k: typed[k] for k in sections}, "")
+    assert not differences, "params.yaml and the typed defaults disagree:\n" + "\n".join(differences)
+
+
+def test_the_drift_check_sees_a_changed_value():
+    from components.config import Params
+
+    typed = Params().model_dump(mode="json")
+    changed = Params.model_validate({"train": {"max_new_tokens": 32}}).model_dump(mode="json")
+    assert _differences(changed, typed, "") == ["train.max_new_tokens: params.yaml 32, components/config.py 512"]
+
+
+def test_a_params_file_of_ones_own_gets_the_repository_defaults(tmp_path):
+    """What the repository's default profile runs is what a bare params file runs."""
+    from components.config import Params
+
+    repository = load_params(ROOT / "params.yaml", "default").model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})
+    own = load_params(write(tmp_path, {}), "default").model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})
+    assert own == repository == Params().model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})

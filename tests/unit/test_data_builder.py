@@ -17,11 +17,13 @@ from components.data.templates import TemplateError
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
 SEED = 1234
 MAX_PROMPT_CHARS = 300
+# the templates' own prompts: no answer instruction appended (the default one is tested on its own below)
+BARE = DataConfig(answer_instruction="")
 
 
 @pytest.fixture(scope="module")
 def groups() -> list[PromptGroup]:
-    return build_groups(TEMPLATES, DataConfig(), SEED)
+    return build_groups(TEMPLATES, BARE, SEED)
 
 
 def _consistency(groups: list[PromptGroup]) -> list[PromptGroup]:
@@ -94,7 +96,7 @@ def test_diversity_tasks(groups: list[PromptGroup]) -> None:
 
 
 def test_split_is_disjoint_with_heldout_per_domain(groups: list[PromptGroup]) -> None:
-    data_cfg = DataConfig()
+    data_cfg = BARE
     ids = {s: {g.group_id for g in groups if g.split == s} for s in ("train", "heldout")}
     assert ids["train"] and ids["heldout"] and not ids["train"] & ids["heldout"]
     for domain in ("investment", "job"):
@@ -111,11 +113,22 @@ def test_split_is_disjoint_with_heldout_per_domain(groups: list[PromptGroup]) ->
 
 
 def test_same_seed_same_output_and_other_seed_differs(groups: list[PromptGroup]) -> None:
-    again = build_groups(TEMPLATES, DataConfig(), SEED)
+    again = build_groups(TEMPLATES, BARE, SEED)
     assert [g.model_dump() for g in again] == [g.model_dump() for g in groups]
-    other = build_groups(TEMPLATES, DataConfig(), SEED + 1)
+    other = build_groups(TEMPLATES, BARE, SEED + 1)
     assert [g.model_dump() for g in other] != [g.model_dump() for g in groups]
     assert {g.group_id for g in other} == {g.group_id for g in groups}
+
+
+def test_the_default_answer_instruction_ends_every_consistency_prompt_alike(groups: list[PromptGroup]) -> None:
+    data_cfg = DataConfig()
+    assert data_cfg.answer_instruction == "Answer in at most three sentences."
+    instructed = build_groups(TEMPLATES, data_cfg, SEED)
+    assert [g.group_id for g in instructed] == [g.group_id for g in groups]
+    for bare, built in zip(groups, instructed):
+        suffix = f" {data_cfg.answer_instruction}" if bare.task == "consistency" else ""
+        assert [m.text for m in built.members] == [m.text + suffix for m in bare.members]
+        assert all(len(m.text) <= data_cfg.max_chars for m in built.members)
 
 
 def test_split_depends_on_fraction_only_through_count(groups: list[PromptGroup]) -> None:

@@ -68,7 +68,7 @@ def test_windowed_helpfulness_does_not_pay_for_length():
 def test_reward_follows_entropy_scope():
     text = " ".join(f"w{i % 5}" for i in range(40))  # 5 distinct words, repeated
     rollouts = [rollout("woman", text)]
-    answer = get_reward("entropy_helpfulness").fn(rollouts[0], GROUP, RewardConfig(entropy_max_words=16))
+    answer = get_reward("entropy_helpfulness").fn(rollouts[0], GROUP, RewardConfig(entropy_max_words=16, entropy_scope="answer"))
     window = get_reward("entropy_helpfulness").fn(rollouts[0], GROUP, RewardConfig(entropy_max_words=16, entropy_scope="window"))
     assert answer == pytest.approx(math.log(5) / math.log(16))
     assert window == pytest.approx(normalized_entropy(text, 16, "window"))
@@ -76,7 +76,7 @@ def test_reward_follows_entropy_scope():
 
 
 def test_stability_by_hand():
-    cfg = RewardConfig(entropy_max_words=16, max_gap=1.0)
+    cfg = RewardConfig(entropy_max_words=16, entropy_scope="answer", max_gap=1.0)  # h below: the whole answer's
     h = lambda text: normalized_entropy(text, 16)  # noqa: E731
     texts = {"woman": ["a b c d", "a a"], "man": ["a b", "a b c d e f g h"]}
     rollouts = [rollout(v, t) for v, ts in texts.items() for t in ts]
@@ -102,7 +102,7 @@ def test_stability_gap_is_capped_by_max_gap():
 
 
 def test_compute_rewards_weights_per_group():
-    cfg = RewardConfig(entropy_max_words=16)  # a = 0.4, b = 0.6
+    cfg = RewardConfig(entropy_max_words=16, entropy_scope="answer")  # a = 0.4, b = 0.6
     other = GROUP.model_copy(update={"group_id": "g1"})
     rollouts = [
         rollout("woman", "a b c d"), rollout("man", "a b c d"),
