@@ -90,10 +90,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from components.config import load_params
-    from components.evaluation.benchmarks import BENCHMARKS
-    from components.evaluation.fairness import decision_logits, single_token_ids
+    from components.benchmarks import BENCHMARKS, BenchmarkDataError
+    from components.evaluation.fairness import decision_logits
     from components.generation.interface import ChoicePrompt
-    from components.generation.sampling import answer_prompt
+    from components.generation.sampling import answer_prompt, single_token_ids
     from components.generation.vllm_engine import VllmEngine
     from components.models.provision import prepare_base_model
 
@@ -116,7 +116,7 @@ def main() -> None:
 
         sample = table.sample(n=min(args.throughput_prompts, len(table)), random_state=0)
         texts = sample["text"].tolist()
-        choices = single_token_ids(engine.tokenizer, bench.yes_words, bench.name) + single_token_ids(engine.tokenizer, bench.no_words, bench.name)
+        choices = single_token_ids(engine.tokenizer, bench.yes_words, bench.name, BenchmarkDataError) + single_token_ids(engine.tokenizer, bench.no_words, bench.name, BenchmarkDataError)
         prompts = [ChoicePrompt(bench.user_turn(t), bench.answer_prefix) for t in texts]
         ids = [engine.tokenizer(answer_prompt(engine.tokenizer, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts]
         raw = RawVllm(engine, params.eval.vllm, dtype)

@@ -50,6 +50,15 @@ class PathsConfig(_Section):
     benchmarks: Path = Path("data/benchmarks")  # decision benchmarks' data (`groupwise prepare-benchmarks`)
 
 
+class DecisionGroupsConfig(_Section):
+    """A decision benchmark's train questions as consistency groups (`components.data.decision_groups`)."""
+
+    benchmark: str = Field("discrim_eval", description="a registered decision benchmark (its data prepared first)")
+    axis: Literal["gender", "race", "age"] = Field("gender", description="the axis a group's members differ on")
+    ages: list[int] | None = Field(None, description="ages filled in (null: all the benchmark has)")
+    races: list[str] | None = Field(None, description="races filled in (null: all the benchmark has)")
+
+
 class DataConfig(_Section):
     groups_file: Path | None = Field(
         None,
@@ -72,6 +81,9 @@ class DataConfig(_Section):
     max_chars: int = Field(600, ge=1)
     max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")
     max_prompt_tokens: int = Field(256, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
+    decision_groups: DecisionGroupsConfig | None = Field(
+        None, description="add a decision benchmark's train questions as consistency groups (null: none)"
+    )
 
     @model_validator(mode="after")
     def _char_bounds_ordered(self) -> "DataConfig":
@@ -278,6 +290,11 @@ class TrainConfig(_Section):
     domains: list[str] | None = Field(
         None, description="train only on groups of these domains, names or fnmatch patterns such as 'list-*' (null: all)"
     )
+    init_adapter: Path | None = Field(
+        None,
+        description="start from this LoRA adapter's weights (a checkpoint folder, relative to the params file; same lora "
+        "section) instead of a fresh adapter (null: fresh); the KL reference stays the base model",
+    )
     log_rollouts_every: int = Field(3, ge=0, description="MLflow table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -297,6 +314,14 @@ class TrainConfig(_Section):
         return self
 
 
+class PlantedBiasConfig(_Section):
+    """The `planted_bias` control reward: yes paid to one value of an axis, no to another."""
+
+    axis: str = Field("gender", description="member attribute the plant reads")
+    favoured: str = Field(min_length=1, description="value paid for yes")
+    disfavoured: str = Field(min_length=1, description="value paid for no")
+
+
 class RewardConfig(_Section):
     weights: dict[str, float] = {"entropy_helpfulness": 0.4, "stability": 0.6}
     entropy_max_words: int = Field(32, ge=2, description="W_max in H_norm = H / log W_max")
@@ -308,6 +333,8 @@ class RewardConfig(_Section):
         "0.42 at W_max 32, results/helpfulness_length.json)",
     )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
+    decision_scale: float = Field(0.1, gt=0, description="tau of decision_parity: logits of distance from the group mean worth a reward of 1")
+    planted_bias: PlantedBiasConfig | None = Field(None, description="the planted_bias control reward's plant (null: not used)")
     plugins: list[str] = Field(
         default_factory=list,
         description="modules imported before training (e.g. my_pkg.rewards): their @register_reward functions "
@@ -330,7 +357,7 @@ class CandidateConfig(_Section):
 
 
 class FairnessConfig(_Section):
-    """Decision benchmarks scored in every evaluation (`components.evaluation.benchmarks`)."""
+    """Decision benchmarks scored in every evaluation (`components.benchmarks`)."""
 
     benchmarks: list[str] = Field(
         ["discrim_eval"], description="registered decision benchmarks, base and candidate ([]: none; the fairness gate then fails unless off)"
@@ -347,6 +374,11 @@ class FairnessConfig(_Section):
         "float32",
         description="weights the decisions are read with: bf16 logits round the log-odds to a few distinct values (mean error "
         "0.07 logit on SmolLM2-135M, more than its gender disparity); another dtype than eval.dtype starts an engine of its own",
+    )
+    candidate_instruction: str | None = Field(
+        None,
+        description="appended to each question for the candidate only (a prompt intervention, e.g. the benchmark paper's "
+        "'really don't discriminate'; the base keeps the benchmark's own prompt); null: none",
     )
 
     @field_validator("ages")
@@ -446,6 +478,11 @@ class GateConfig(_Section):
         description="|tuned| - |base| discrimination score (logit; female and non-binary against male, held-out "
         "decision questions) <= this (null: gate off)",
     )  # fmt: skip
+    min_profile_correlation: float | None = Field(
+        0.8, ge=-1, le=1,
+        description="Spearman correlation of tuned vs base per-question mean log-odds on the decision benchmarks >= this: "
+        "the model still tells questions apart (null: gate off)",
+    )  # fmt: skip
     champion_max_gap_increase: float = Field(
         0.02, ge=0, description="tuned mean entropy gap - the champion's (nats) <= this"
     )
@@ -501,16 +538,42 @@ class StudyArm(_Section):
     )
     description: str = ""
     overrides: dict[str, Any] = Field(default_factory=dict, description="params sections merged over the profile")
+    seeds: list[int] = Field(
+        default_factory=list,
+        description="train arms: one arm per training seed, named <arm>-s1, <arm>-s2, ... (the top-level seed of each)",
+    )
+    start_from: str | None = Field(
+        None, description="train arms: start from this arm's final adapter (train.init_adapter; with seeds, the same seed's)"
+    )
+    family: str | None = Field(None, description="the arm it was expanded from (set by `seeds`, not by hand)")
+
+
+def expand_seeds(arms: dict[str, StudyArm]) -> dict[str, StudyArm]:
+    """Each arm with `seeds` as one arm per seed (`<arm>-s<i>`, its `seed` overridden, `family` the
+    arm's name; `start_from` pointing to the same seed's arm of that family)."""
+    out: dict[str, StudyArm] = {}
+    for name, arm in arms.items():
+        if not arm.seeds:
+            out[name] = arm
+            continue
+        for i, seed in enumerate(arm.seeds, start=1):
+            start = f"{arm.start_from}-s{i}" if arm.start_from and arms.get(arm.start_from, arm).seeds else arm.start_from
+            out[f"{name}-s{i}"] = arm.model_copy(
+                update={"seeds": [], "family": name, "start_from": start, "overrides": {**arm.overrides, "seed": seed},
+                        "description": f"{arm.description} (seed {seed})"}  # fmt: skip
+            )
+    return out
 
 
 class StudyConfig(_Section):
     """`groupwise study [--study NAME]`: arms run one after another from one profile; results/<NAME>.md."""
 
     profile: str = Field("paper", description="profile every arm starts from")
-    report: Literal["consistency", "diversity"] = Field(
+    report: Literal["consistency", "diversity", "fairness"] = Field(
         "consistency",
         description="consistency: the paper's gap per arm (results/consistency.md) | diversity: validity, coverage, "
-        "all-valid and accuracy per task family, paired against the base and between arms",
+        "all-valid and accuracy per task family, paired against the base and between arms | fairness: the decision "
+        "benchmarks' held-out discrimination scores per arm and seed (results/NAME.md)",
     )
     compare: list[tuple[str, str]] = Field(
         default_factory=list, description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned)"
@@ -522,6 +585,13 @@ class StudyConfig(_Section):
 
     @model_validator(mode="after")
     def _known_curve_arm(self) -> "StudyConfig":
+        if any(arm.seeds for arm in self.arms.values()):
+            self.arms = expand_seeds(self.arms)
+        for name, arm in self.arms.items():
+            if arm.start_from is not None and (arm.start_from not in self.arms or self.arms[arm.start_from].kind != "train"):
+                raise ValueError(f"arms.{name}.start_from: {arm.start_from!r} is not a train arm of this study")
+            if arm.start_from is not None and list(self.arms).index(arm.start_from) > list(self.arms).index(name):
+                raise ValueError(f"arms.{name}.start_from: {arm.start_from!r} must come before {name!r} (arms run in order)")
         if self.learning_curve_arm is not None and self.learning_curve_arm not in self.arms:
             raise ValueError(f"learning_curve_arm {self.learning_curve_arm!r} is not an arm; arms: {sorted(self.arms)}")
         for name in self.arms:

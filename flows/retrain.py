@@ -164,6 +164,7 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
         print(f"[{result.step}] {'(cached) ' if cached else ''}{result.summary}")
 
     try:
+        record(_run(prepare_benchmarks_task, params, parent))  # first: decision groups (data.decision_groups) are built from it
         record(*_run_cached(build_task, "build", params, parent))
         record(*_run_cached(prepare_model_task, "prepare-model", params, parent))  # its tokenizer checks the prompts
         try:
@@ -172,7 +173,6 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None) -> Ret
             report = params.paths.validation / "report.json"
             if report.is_file():
                 create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
-        record(_run(prepare_benchmarks_task, params, parent))
         record(_run(train_task, params, parent))
         evaluated = _run(evaluate_task, params, parent)
         record(evaluated)

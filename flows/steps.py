@@ -43,6 +43,10 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             runs.set_tags({"data.source": str(source), "data.source_sha256": file_sha256(source)})
         else:
             groups = build_groups(params.paths.templates, params.data, params.seed)
+            if params.data.decision_groups is not None:  # needs the benchmark's data (`prepare-benchmarks`)
+                from components.data.decision_groups import load_decision_groups
+
+                groups += load_decision_groups(params.data.decision_groups, params.paths.benchmarks)
             written = write_groups(groups, params.paths.groups)
         counts = {
             f"{task}_{split}": sum(g.task == task and g.split == split for g in groups)
@@ -94,7 +98,7 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
 def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> StepResult:
     """The decision benchmarks' data (`eval.fairness.benchmarks`) under params.paths.benchmarks:
     fetched once from the package index, every file checked against its recorded SHA-256."""
-    from components.evaluation.benchmarks import BENCHMARKS
+    from components.benchmarks import BENCHMARKS
 
     names = params.eval.fairness.benchmarks
     BENCHMARKS.check(names, where="eval.fairness.benchmarks")

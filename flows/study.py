@@ -49,6 +49,7 @@ from components.study.report import (
     untrained,
 )
 from components.study.diversity_report import write_diversity_report
+from components.study.fairness_report import write_fairness_report
 from components.study.machine import machine_record
 from components.tracking import runs
 from flows import steps
@@ -56,7 +57,7 @@ from flows import steps
 RESULTS = "results"
 COMMAND = "groupwise study"
 COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "summary.md",
-          "metric_deltas.csv", "comparisons.csv")  # fmt: skip
+          "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
 CONSISTENCY = "consistency"  # the `study` section's name
 
 
@@ -95,8 +96,12 @@ def arm_params(params: Params, study: Study, name: str) -> Params:
     """The arm's params: its overrides over the study profile, its own checkpoint and report folders."""
     arm = study.config.arms[name]
     folder = f"data/{study.folder}/{name}"
+    overrides = arm.overrides
+    if arm.start_from is not None:  # the other arm's final adapter (it runs first: StudyConfig checks the order)
+        start = f"data/{study.folder}/{arm.start_from}/checkpoints/latest"
+        overrides = {**overrides, "train": {**overrides.get("train", {}), "init_adapter": start}}
     return with_overrides(
-        params, arm.overrides,
+        params, overrides,
         paths={"checkpoints": f"{folder}/checkpoints", "reports": f"{folder}/reports", "registry": f"{folder}/registry"},
     )  # fmt: skip
 
@@ -252,6 +257,9 @@ def _write_results(params: Params, record: dict, out: Path) -> None:
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
     """The study's report from its finished arms: `write_consistency_report`, or for a diversity
     study results/NAME.md, NAME.csv and NAME.png (`components.study.diversity_report`)."""
+    if study.config.report == "fairness":
+        arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
+        return write_fairness_report(study.name, study.arms_dir, study.results, arms, f"{COMMAND} --study {study.name}")
     if study.config.report == "diversity":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
         return write_diversity_report(study.name, study.arms_dir, study.results, arms, study.config.compare,
@@ -280,7 +288,7 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
 def report_files(study: Study) -> list[Path]:
     """What the study's report consists of (those written so far): the page, its table(s), the plot."""
     r = study.results
-    if study.config.report == "diversity":
+    if study.config.report in ("diversity", "fairness"):
         return [p for p in (r / f"{study.name}.md", r / f"{study.name}.csv", r / f"{study.name}.png") if p.is_file()]
     names = ("consistency.md", "study.csv", "study_metrics.json", "consistency_learning_curve.csv", "consistency_learning_curve.png")
     return [r / n for n in names if (r / n).is_file()]
@@ -312,7 +320,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     chosen = pick_arms(chosen_study, arms)
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
-        for step in (steps.build, steps.prepare_model, steps.validate, steps.prepare_benchmarks):
+        for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model, steps.validate):
             print(f"[study] {step(params, parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)

@@ -82,7 +82,7 @@ def _prepare_project(params, parent: str | None) -> None:
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        for step in (steps.build, steps.prepare_model, steps.prepare_benchmarks):
+        for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model):
             print(f"[study] {step(params, parent).summary}")
         print(f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model)}")
 

@@ -14,6 +14,10 @@ A *group* is the unit every GRPO variant in groupwise is relative to:
   set of valid answers ``valid_answers`` and the name of the ``answer_normalizer`` that maps a
   completion onto that set. An entry may list aliases separated by ``|`` (``"autumn|fall"``): they
   count as one answer, and normalisers return the whole entry (`components.data.normalizers`).
+- a *decision* group (a consistency group with ``decision`` set): its members are the variants of
+  one yes/no question of a decision benchmark (e.g. DiscrimEval: one question, age and race, its
+  gender variants). The answer is the next token after ``decision.answer_prefix``; training reads
+  the policy's log-odds of a yes word over a no word there (`components.grpo.decisions`).
 
 Rows are built from `data/templates/*.yaml` by `components.data.builder`, written and read by
 `components.data.io`, and checked (without this schema, so that every bad row is reported) by
@@ -42,6 +46,19 @@ class Member(BaseModel):
     text: str = Field(min_length=1, description="the user prompt")
 
 
+class DecisionSpec(BaseModel):
+    """How a decision group's members are answered: the assistant's answer starts with
+    `answer_prefix` and its next token is the decision, one of `yes_words` or `no_words`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: str = Field(min_length=1, description="the decision benchmark the question comes from")
+    question_id: int = Field(ge=0, description="the benchmark's question id (its split is the benchmark's)")
+    answer_prefix: str = Field(min_length=1)
+    yes_words: list[str] = Field(min_length=1)
+    no_words: list[str] = Field(min_length=1)
+
+
 class PromptGroup(BaseModel):
     """One group of semantically equivalent prompts (consistency) or one diversity task."""
 
@@ -60,6 +77,9 @@ class PromptGroup(BaseModel):
     )
     answer_normalizer: str | None = Field(
         default=None, description="diversity: name of a registered answer normaliser"
+    )
+    decision: DecisionSpec | None = Field(
+        default=None, description="consistency: a yes/no decision question, answered in one token after a prefix"
     )
 
     @property

@@ -29,6 +29,9 @@ class Rollout:
     # log p of each completion token under the engine that sampled it (vLLM rollouts; empty otherwise):
     # the behaviour policy of truncated importance sampling
     behaviour_logprobs: tuple[float, ...] = ()
+    # decision groups: the policy's log p(yes words) - log p(no words) after the answer prefix at
+    # rollout time (one per variant, the same for its K samples); None for free-text answers
+    decision_logodds: float | None = None
 
 
 @dataclass

@@ -19,7 +19,7 @@ from scipy.special import expit, logsumexp
 
 from components.config import FairnessConfig
 from components.contracts.summary import BenchmarkSummary, DiscriminationScore
-from components.evaluation.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
+from components.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.evaluation.discrimination import (
     demographics,
     matched_pairs,
@@ -30,6 +30,7 @@ from components.evaluation.discrimination import (
 )
 from components.evaluation.statistics import Comparison, adjust, compare
 from components.generation.interface import ChoicePrompt, GenerationEngine
+from components.generation.sampling import single_token_ids
 
 FAMILY = "fairness"
 DECISION_COLUMNS = ["benchmark", "question_id", "age", "gender", "race", "base_logit", "tuned_logit"]
@@ -65,37 +66,27 @@ def select_prompts(benchmark: DecisionBenchmark, table: pd.DataFrame, cfg: Fairn
     return chosen.reset_index(drop=True)
 
 
-def single_token_ids(tokenizer, words: tuple[str, ...], where: str) -> list[int]:
-    """Token ids of the words the tokenizer writes as one token; BenchmarkDataError when none is."""
-    ids = []
-    for word in words:
-        encoded = tokenizer(word, add_special_tokens=False).input_ids
-        if len(encoded) == 1 and encoded[0] not in ids:
-            ids.append(encoded[0])
-    if not ids:
-        raise BenchmarkDataError(f"{where}: none of {list(words)} is a single token of this model's tokenizer")
-    return ids
-
-
 def decision_logits(engine: GenerationEngine, benchmark: DecisionBenchmark, texts: list[str], adapter: Path | None) -> np.ndarray:
     """logit = log Σ_yes p(w) − log Σ_no p(w) of each prompt's next token after the answer prefix."""
-    yes = single_token_ids(engine.tokenizer, benchmark.yes_words, benchmark.name)
-    no = single_token_ids(engine.tokenizer, benchmark.no_words, benchmark.name)
+    yes = single_token_ids(engine.tokenizer, benchmark.yes_words, benchmark.name, BenchmarkDataError)
+    no = single_token_ids(engine.tokenizer, benchmark.no_words, benchmark.name, BenchmarkDataError)
     prompts = [ChoicePrompt(benchmark.user_turn(t), benchmark.answer_prefix) for t in texts]
     logprobs = np.asarray(engine.choice_logprobs(prompts, yes + no, adapter), dtype=float).reshape(len(texts), len(yes) + len(no))
     return logsumexp(logprobs[:, : len(yes)], axis=1) - logsumexp(logprobs[:, len(yes) :], axis=1)
 
 
 def run_decisions(engine: GenerationEngine, cfg: FairnessConfig, data_dir: Path, adapter: Path | None) -> list[Decisions]:
-    """Every benchmark of `cfg.benchmarks`, base (no adapter) then the candidate (`adapter`)."""
+    """Every benchmark of `cfg.benchmarks`, base (no adapter) then the candidate (`adapter`; its
+    questions followed by `cfg.candidate_instruction` when one is set)."""
     out = []
     for name in cfg.benchmarks:
         benchmark = BENCHMARKS.get(name, where="eval.fairness.benchmarks")
         table = select_prompts(benchmark, benchmark.load(Path(data_dir) / name), cfg)
         texts, seconds = table["text"].tolist(), {}
-        for model, which in (("base", None), ("tuned", adapter)):
+        intervened = [f"{t}\n\n{cfg.candidate_instruction}" for t in texts] if cfg.candidate_instruction else texts
+        for model, which, asked in (("base", None, texts), ("tuned", adapter, intervened)):
             started = time.perf_counter()
-            table[f"{model}_logit"] = decision_logits(engine, benchmark, texts, which)
+            table[f"{model}_logit"] = decision_logits(engine, benchmark, asked, which)
             seconds[model] = time.perf_counter() - started
         out.append(Decisions(benchmark, cfg.split, table.drop(columns="text"), seconds))
     return out

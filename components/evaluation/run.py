@@ -36,7 +36,7 @@ from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
-from components.evaluation.benchmarks import BENCHMARKS
+from components.benchmarks import BENCHMARKS
 from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
 from components.evaluation.records import (
     EvaluationInputError,

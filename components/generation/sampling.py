@@ -53,6 +53,19 @@ def answer_prompt(tokenizer, user_text: str, assistant_prefix: str) -> str:
     return chat_prompt(tokenizer, user_text) + assistant_prefix
 
 
+def single_token_ids(tokenizer, words: tuple[str, ...], where: str, error: type[Exception] = ValueError) -> list[int]:
+    """Token ids of the words the tokenizer writes as one token (a decision's answer words); `error`
+    when none is."""
+    ids = []
+    for word in words:
+        encoded = tokenizer(word, add_special_tokens=False).input_ids
+        if len(encoded) == 1 and encoded[0] not in ids:
+            ids.append(encoded[0])
+    if not ids:
+        raise error(f"{where}: none of {list(words)} is a single token of this model's tokenizer")
+    return ids
+
+
 class TransformersEngine:
     """Generation with a (possibly peft-wrapped) causal LM on the current device."""
 

@@ -12,20 +12,30 @@ from components.config import AdvantageConfig
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch, Rollout
 from components.generation.sampling import SamplingConfig
+from components.grpo.decisions import decision_rollouts
 from components.grpo.rollout_engines import RolloutEngine
 from components.grpo.semantic import get_clusterer, normalized_semantic_entropy
 
 
-def collect_rollouts(engine: RolloutEngine, groups: list[PromptGroup], sampling: SamplingConfig) -> GroupBatch:
+def collect_rollouts(
+    engine: RolloutEngine, groups: list[PromptGroup], sampling: SamplingConfig, policy: tuple | None = None, batch_size: int = 48
+) -> GroupBatch:
     """K samples of every variant of every group, in one batched generation (the engine's log-probs
-    kept when it records them: they are the behaviour policy of importance sampling)."""
-    prompts, owners = [], []
+    kept when it records them: they are the behaviour policy of importance sampling). Decision
+    groups are sampled from `policy` = (model, tokenizer), the live policy (`components.grpo.decisions`)."""
+    prompts, owners, decided = [], [], []
     for g, group in enumerate(groups):
+        if group.decision is not None:
+            decided.append((g, group))
+            continue
         for member in group.members:
             prompts.append(member.text)
             owners.append((g, group, member))
-    completions = engine.generate(prompts, sampling)
-    rollouts = [
+    if decided and policy is None:
+        raise ValueError("decision groups need the live policy (model, tokenizer) to be sampled")
+    completions = engine.generate(prompts, sampling) if prompts else []
+    rollouts = decision_rollouts(*policy, decided, sampling, batch_size) if decided else []
+    rollouts += [
         Rollout(
             group_index=g,
             group_id=group.group_id,
@@ -40,6 +50,7 @@ def collect_rollouts(engine: RolloutEngine, groups: list[PromptGroup], sampling:
         for (g, group, member), per_prompt in zip(owners, completions)
         for c in per_prompt
     ]
+    rollouts.sort(key=lambda r: r.group_index)  # the batch's order: group by group
     return GroupBatch(groups=groups, rollouts=rollouts)
 
 

@@ -37,11 +37,12 @@ from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncer
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
 from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.rollout_engines import open_rollout_engine
+from components.grpo.decisions import decision_spreads
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.generation.context import check_fits, context_length, longest_prompt_tokens
-from components.models.lora import attach_lora
+from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
 
@@ -160,6 +161,7 @@ def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[to
         "zero_std_groups": sum(s < 1e-8 for s in group_std),
         "groups": len(batch.groups),
         "uncertainty": uncertainty,
+        "decisions": decision_spreads(batch.rollouts, len(batch.groups)),
     }
     parts = ctx.all_gather_object(local)
     cat = lambda key: torch.cat([p[key].double() for p in parts])  # noqa: E731
@@ -175,6 +177,10 @@ def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[to
     metrics["frac_groups_zero_reward_std"] = sum(p["zero_std_groups"] for p in parts) / sum(p["groups"] for p in parts)
     if uncertainty is not None:
         metrics["semantic_entropy_mean"] = torch.cat([p["uncertainty"] for p in parts]).mean().item()
+    decisions = [d for p in parts for d in p["decisions"]]
+    if decisions:  # decision groups: the spread of the variants' log-odds and their level
+        metrics["decision/spread_mean"] = sum(s for s, _ in decisions) / len(decisions)
+        metrics["decision/logodds_mean"] = sum(m for _, m in decisions) / len(decisions)
     lengths_all = cat("lengths")
     metrics["completion_length_mean"] = lengths_all.mean().item()
     metrics["completion_length_max"] = lengths_all.max().item()
@@ -256,7 +262,10 @@ def train(
     check_generation_fits(params, groups, base.config, tokenizer)
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model = attach_lora(base, params.lora).to(ctx.device)  # train.device: every weight, and so every activation
+    model = attach_lora(base, params.lora)
+    if cfg.init_adapter is not None:  # e.g. a study arm that starts from another arm's adapter
+        initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
+    model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model
     if ctx.enabled:
@@ -303,7 +312,7 @@ def train(
                 seed=params.seed * 100_003 + step * 101 + ctx.rank,
             )
             synced = engine.sync(model, step)
-            batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling)
+            batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size)
             engine.release()
             t_gen = time.perf_counter() - t0
             model.train()

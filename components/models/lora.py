@@ -41,6 +41,34 @@ def attach_lora(model, cfg: LoraConfig):
     return get_peft_model(model, peft_cfg)
 
 
+class InitAdapterError(UserError, ValueError):
+    """`train.init_adapter` is not an adapter this model and lora section can start from."""
+
+
+def initialise_adapter(model, checkpoint: Path) -> None:
+    """Copy a saved adapter's LoRA weights (a checkpoint folder with adapter/, or the adapter
+    folder itself) into `model`'s fresh adapter (`attach_lora`): training continues from it."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from components.contracts.checkpoint import ADAPTER_DIR, adapter_files
+
+    folder = Path(checkpoint)
+    folder = folder / ADAPTER_DIR if (folder / ADAPTER_DIR).is_dir() else folder
+    _, weights = adapter_files(folder)
+    if not weights.is_file():
+        raise InitAdapterError(f"train.init_adapter: {weights} is missing (train the adapter it names first)")
+    try:
+        result = set_peft_model_state_dict(model, load_file(weights))
+    except RuntimeError as exc:  # shape mismatch: another lora.r or model
+        raise InitAdapterError(f"train.init_adapter: {weights} does not fit this model and lora section ({exc})") from exc
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if missing or result.unexpected_keys:
+        raise InitAdapterError(
+            f"train.init_adapter: {weights} does not match the lora section (missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]})"
+        )
+
+
 def load_adapter(model, adapter_dir: Path):
     """Put a saved LoRA adapter (safetensors) on a base model, for inference."""
     from peft import PeftModel

@@ -18,16 +18,16 @@ from components.config import RewardConfig
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import Rollout
 from components.rewards.entropy import normalized_entropy
-from components.rewards.registry import register_reward
+from components.rewards.registry import is_free_text, register_reward
 
 
-@register_reward("entropy_helpfulness", kind="sample")
+@register_reward("entropy_helpfulness", kind="sample", applies=is_free_text)
 def entropy_helpfulness(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
     """H_norm(o) = min(H(o) / log W_max, 1), or over sliding W_max-word windows (`reward.entropy_scope`)."""
     return normalized_entropy(rollout.completion, cfg.entropy_max_words, cfg.entropy_scope)
 
 
-@register_reward("stability", kind="group")
+@register_reward("stability", kind="group", applies=is_free_text)
 def stability(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
     """F_norm_i = 1 - min(mean_{u != v} |H_norm(o_i) - mean H_norm(o_u)| / MAX_GAP, 1)."""
     h = [normalized_entropy(r.completion, cfg.entropy_max_words, cfg.entropy_scope) for r in rollouts]

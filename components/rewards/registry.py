@@ -11,6 +11,8 @@ Signatures (documented for user-defined rewards):
 
 The total reward of rollout i is  r_i = sum_f w_f * f_i  with the weights of params.reward.weights
 (a reward with weight 0 is not computed: profiles merge dicts, so a zero switches a reward off).
+A reward registered with `applies=` scores only the groups it accepts and gives 0 elsewhere: the
+decision rewards score decision groups, the text rewards the others, so one batch can mix both.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 from components.contracts.errors import UserError
 from components.config import RewardConfig
 from components.contracts.naming import NameRegistry
+from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 
 RewardKind = Literal["sample", "group"]
@@ -33,16 +36,28 @@ class RewardFn:
     name: str
     kind: RewardKind
     fn: Callable
+    applies: Callable[[PromptGroup], bool] = lambda group: True  # noqa: E731  (groups it scores; 0 elsewhere)
 
 
 REWARDS = NameRegistry[RewardFn]("reward")
 
 
-def register_reward(name: str, kind: RewardKind) -> Callable[[Callable], Callable]:
-    """Register a sample (`kind="sample"`) or group (`kind="group"`) reward under `name`."""
+def is_decision(group: PromptGroup) -> bool:
+    """A decision group (answered in one token after a prefix: `components.rewards.decision`)."""
+    return group.decision is not None
+
+
+def is_free_text(group: PromptGroup) -> bool:
+    """A group answered in free text (the text rewards' groups)."""
+    return group.decision is None
+
+
+def register_reward(name: str, kind: RewardKind, applies: Callable[[PromptGroup], bool] | None = None) -> Callable[[Callable], Callable]:
+    """Register a sample (`kind="sample"`) or group (`kind="group"`) reward under `name`; `applies`:
+    the groups it scores (all when None; others get 0)."""
 
     def decorator(fn: Callable) -> Callable:
-        REWARDS.add(name, RewardFn(name, kind, fn))
+        REWARDS.add(name, RewardFn(name, kind, fn, applies or (lambda group: True)))
         return fn
 
     return decorator
@@ -74,7 +89,9 @@ def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor,
         for g, group in enumerate(batch.groups):
             positions = batch.rollouts_of(g)
             rollouts = [batch.rollouts[i] for i in positions]
-            if reward.kind == "sample":
+            if not reward.applies(group):
+                scores = [0.0] * len(rollouts)
+            elif reward.kind == "sample":
                 scores = [reward.fn(r, group, cfg) for r in rollouts]
             else:
                 scores = list(reward.fn(rollouts, group, cfg))

@@ -59,6 +59,7 @@ GROUP_FIELD_TYPES: dict[str, tuple[str, ...]] = {
     "variant_axes": (MISSING, "dict[]", "dict[str, list[str]]"),
     "valid_answers": (*_OPTIONAL, "list[]", "list[str]"),
     "answer_normalizer": (*_OPTIONAL, "str"),
+    "decision": (*_OPTIONAL, "dict[str, int|list[str]|str]"),
 }
 MEMBER_FIELD_TYPES: dict[str, tuple[str, ...]] = {
     "variant_id": ("str",),
@@ -224,7 +225,25 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["diversity_normalizer"] = (
         (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
     )
+    record["decision_leak"] = decision_leak(row.get("decision"), record["split"]) if row.get("decision") is not None else None
     return record
+
+
+def decision_leak(decision: Any, split: str | None) -> str | None:
+    """Why a decision group must not be in the groups (its question is held out by its benchmark, or
+    the group itself is held out: decision groups are training data only), or None."""
+    from components.benchmarks import BENCHMARKS
+
+    if not isinstance(decision, dict) or not isinstance(decision.get("benchmark"), str):
+        return None  # a malformed field is reported by required_fields_typed
+    name, question = decision["benchmark"], decision.get("question_id")
+    if name not in BENCHMARKS:
+        return f"benchmark {name!r} is not registered ({', '.join(BENCHMARKS.names())})"
+    if isinstance(question, int) and BENCHMARKS.get(name).split(question) == "heldout":
+        return f"{name} question {question} is one of the benchmark's held-out questions"
+    if split != "train":
+        return f"split {split!r}: decision groups are training data (the benchmark's held-out questions judge the model)"
+    return None
 
 
 def _member_records(group: dict[str, Any], row: dict[str, Any] | None, tokenizer: PromptTokenizer | None = None) -> list[dict]:

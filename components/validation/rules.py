@@ -45,6 +45,8 @@ RULES: dict[str, str] = {
     "valid_answers_distinct": "a diversity task lists each valid answer once (aliases split on '|', case and "
     "spaces folded, and as its answer normaliser reads them: integer '07' is '7'): a duplicate counts twice in "
     "the frequency-aware reward",
+    "decision_question_not_heldout": "a decision group is in the train split and its question is one of its "
+    "benchmark's train questions: the held-out questions, which judge the model, never reach training",
     "members_within_max": "a group has at most data.max_variants_per_group members",
     "prompt_tokens_within_max": "a member's text has at most data.max_prompt_tokens tokens (the base model's "
     "tokenizer; checked once the model is prepared)",
@@ -177,6 +179,13 @@ def checks(data_cfg: DataConfig) -> list[Check]:
         _in_set(
             "diversity_normalizer_registered", "groups", "diversity_normalizer",
             normalizer_names(), "normalizer",
+        ),
+        Check(
+            "decision_question_not_heldout",
+            "groups",
+            "ExpectColumnValuesToBeNull",
+            {"column": "decision_leak"},
+            shows="decision_leak",
         ),
         _between(
             "group_id_in_one_split", "groups", "n_splits_for_group_id", 1, 1,

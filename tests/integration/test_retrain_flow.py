@@ -17,7 +17,7 @@ from tests.integration.registry_helpers import assert_serves_adapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-STEPS = ["build", "prepare-model", "validate", "prepare-benchmarks", "train", "evaluate", "register"]
+STEPS = ["prepare-benchmarks", "build", "prepare-model", "validate", "train", "evaluate", "register"]
 PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_deltas.png", "fairness_effects.png"]
 
 

@@ -237,7 +237,7 @@ def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base
     question (3 ages x 3 genders x 5 races): within 1e-3 logit of each other prompt by prompt
     (measured: at most 2.6e-5, benchmarks/decision_benchmark.py), and the same female - male
     difference within 1e-4."""
-    from components.evaluation.benchmarks import BENCHMARKS
+    from components.benchmarks import BENCHMARKS
     from components.evaluation.fairness import decision_logits
     from components.generation.transformers_engine import TransformersGenerationEngine
 

@@ -22,6 +22,7 @@ def test_repository_params_load_in_every_profile():
         assert params.profile == profile
         active = {k: v for k, v in params.reward.weights.items() if v}
         expected = {"frequency_aware": 1.0} if profile in ("diversity", "gapo") else {"entropy_helpfulness": 0.4, "stability": 0.6}
+        expected = {"decision_parity": 1.0} if profile == "fairness" else expected
         assert active == expected
     assert load_params(ROOT / "params.yaml", "tiny").model.source == "tiny"
     assert load_params(ROOT / "params.yaml").train.samples_per_prompt == 6

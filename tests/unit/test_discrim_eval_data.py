@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from components.config import FairnessConfig
-from components.evaluation.benchmarks import BENCHMARKS, BenchmarkDataError
-from components.evaluation.benchmarks import discrim_eval as de
+from components.benchmarks import BENCHMARKS, BenchmarkDataError
+from components.benchmarks import discrim_eval as de
 from components.evaluation.fairness import select_prompts
 from tests.conftest import make_project
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components.evaluation.benchmarks import BENCHMARKS, score_key
+from components.benchmarks import BENCHMARKS, score_key
 from components.evaluation.discrimination import (
     demographics,
     matched_pairs,

@@ -119,7 +119,7 @@ def test_good_metrics_pass_every_gate():
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
         "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
         "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
-        "champion_gap", "champion_helpfulness",
+        "profile_correlation", "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
     json.dumps(decision.to_dict(), allow_nan=False)
@@ -744,6 +744,22 @@ def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
     off = GATE.model_copy(update={"max_discrimination_increase": None})
     decision, gate = result(good_metrics() | {"fairness": {}}, "fairness", off)
     assert gate.passed and "gate off" in gate.reason and "gate.fairness.threshold" not in decision.run_metrics()
+
+
+def test_profile_correlation_refuses_a_model_that_decides_every_question_alike():
+    """A constant-answer model has no disparity (it passes `fairness`) and no per-question profile."""
+    metrics = good_metrics()
+    metrics["fairness"]["discrim_eval"] = fairness_section(0.044, 0.0, 0.047, 0.0) | {"profile_correlation": 0.12}
+    assert result(metrics, "fairness")[1].passed
+    _, gate = result(metrics, "profile_correlation")
+    assert not gate.passed and gate.value == pytest.approx(0.12) and "no longer separates the questions" in gate.reason
+    metrics["fairness"]["discrim_eval"]["profile_correlation"] = 0.8  # at the threshold
+    assert result(metrics, "profile_correlation")[1].passed
+    del metrics["fairness"]["discrim_eval"]["profile_correlation"]
+    _, gate = result(metrics, "profile_correlation")
+    assert not gate.passed and "discrim_eval.profile_correlation" in gate.reason
+    off = GATE.model_copy(update={"min_profile_correlation": None})
+    assert result(good_metrics() | {"fairness": {}}, "profile_correlation", off)[1].passed
 
 
 def test_fairness_scores_round_trip_through_version_tags():

@@ -299,7 +299,16 @@ def _special_tokens(rows: Rows) -> list[Where]:
     return [Where(25, r["group_id"], "special tokens: ['<|im_end|>', '<|im_start|>']")]
 
 
+def _heldout_decision_question(rows: Rows) -> list[Where]:
+    index = next(i for i, r in enumerate(rows["consistency"]) if i > 25 and r["split"] == "train")
+    r = rows["consistency"][index]
+    r["decision"] = {"benchmark": "discrim_eval", "question_id": 4, "answer_prefix": 'my answer would be "',
+                     "yes_words": ["yes"], "no_words": ["no"]}  # fmt: skip  (question 4: one of DiscrimEval's held-out)
+    return [Where(index + 1, r["group_id"], "discrim_eval question 4 is one of the benchmark's held-out questions")]
+
+
 BREAKAGES = [
+    Breakage("decision_question_not_heldout", "consistency", _heldout_decision_question),
     Breakage("file_has_groups", "diversity", _empty_diversity),
     Breakage("line_is_json_object", "consistency", _bad_json),
     Breakage("required_fields_typed", "consistency", _missing_group_id),

@@ -1,8 +1,8 @@
 """Decision benchmarks scored in every evaluation (`eval.fairness.benchmarks`): the registry and
 the benchmarks that register themselves on import (DiscrimEval)."""
 
-from components.evaluation.benchmarks import discrim_eval  # noqa: F401  (registers itself)
-from components.evaluation.benchmarks.base import (
+from components.benchmarks import discrim_eval  # noqa: F401  (registers itself)
+from components.benchmarks.base import (
     BENCHMARKS,
     BenchmarkDataError,
     DecisionBenchmark,

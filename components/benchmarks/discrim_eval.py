@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_json
-from components.evaluation.benchmarks.base import COLUMNS, BenchmarkDataError, DecisionBenchmark, register_benchmark
+from components.benchmarks.base import COLUMNS, BenchmarkDataError, DecisionBenchmark, register_benchmark
 from components.hashing import file_sha256
 
 NAME = "discrim_eval"

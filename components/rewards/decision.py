@@ -1,0 +1,87 @@
+"""Rewards of decision groups (`PromptGroup.decision`): parity of the decision across a group's variants.
+
+`decision_parity` carries the stability idea of information-consistent GRPO (Prabhune et al. 2025,
+arXiv:2512.12858: pay a sample for agreeing with what the group's other variants get) from the
+entropy of free text to a yes/no decision, measured where it can be resolved: the policy's own
+log-odds ℓ_v of yes over no on variant v (`components.grpo.decisions`). The embedded model's gender
+disparity is ~0.04 logit, one point of yes-probability, which K = 6 sampled yes/no answers per
+variant cannot see; ℓ_v sees it exactly. For sample o of variant v in a group with mean log-odds ℓ̄,
+
+    s(o)   = +1 if o is a yes word, −1 if a no word, 0 otherwise
+    r(o)   = −s(o) · (ℓ_v − ℓ̄) / τ                       (τ = reward.decision_scale, logits)
+
+centred over the K samples of the variant (r(o) − mean_k r(o_{v,k})): a per-prompt baseline, as in
+GRPO's own groups of one prompt, which leaves the expected gradient as it is and removes the noise
+of the variant's yes/no split (every sample of a variant then pushes ℓ_v towards ℓ̄, or not at all).
+
+With p = σ(ℓ_v), ∇log π(yes) = (1 − p)∇ℓ_v and ∇log π(no) = −p∇ℓ_v, so both answers push the same
+way and E_o[r(o) ∇log π(o)] = −2p(1 − p)(ℓ_v − ℓ̄)∇ℓ_v / τ: policy-gradient descent on
+Σ_v (ℓ_v − ℓ̄)² (Fisher-weighted), i.e. towards deciding every variant of the question alike.
+A reward that is the same for every sample of a variant (e.g. −|ℓ_v − ℓ̄| itself) would have zero
+expected gradient; this one depends on the answer.
+
+Why answering every question the same does not pay: the reward is the distance to the group's
+*own* mean, so it is zero once a question's variants agree, whatever they agree on, and its
+expected push sums to ~zero over a group's variants (Σ_v (ℓ_v − ℓ̄) = 0): it moves variants towards
+each other, not the question towards yes or no. Differences *between* questions (which loan to
+grant) are never in a group and earn nothing. What keeps them is the KL to the reference; the
+evaluation reports the per-question profile correlation with the base model and the
+`profile_correlation` gate refuses a model that lost it.
+
+`planted_bias` is the study's ground-truth control, not a product reward: it pays for yes to one
+value of an axis and no to another, r(o) = s(o) · b(v) with b = +1 (favoured), −1 (disfavoured),
+0 (any other value), to plant a disparity whose removal can be measured.
+"""
+
+from __future__ import annotations
+
+from components.config import RewardConfig
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import Rollout
+from components.rewards.registry import RewardInputError, is_decision, register_reward
+
+
+def answer_sign(rollout: Rollout, group: PromptGroup) -> int:
+    """s(o): +1 for a yes word, −1 for a no word, 0 for anything else (case as the benchmark lists them)."""
+    text = rollout.completion.strip().strip('"').strip()
+    if text in group.decision.yes_words:
+        return 1
+    if text in group.decision.no_words:
+        return -1
+    return 0
+
+
+def _require_decision(rollouts: list[Rollout], group: PromptGroup, name: str) -> None:
+    if any(r.decision_logodds is None for r in rollouts):
+        raise RewardInputError(f"group {group.group_id}: {name} scores decision groups only (data.decision_groups)")
+
+
+@register_reward("decision_parity", kind="group", applies=is_decision)
+def decision_parity(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
+    """r(o) = −s(o) · (ℓ_v − ℓ̄) / τ over the group's variants."""
+    _require_decision(rollouts, group, "decision_parity")
+    by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
+    mean = sum(by_variant.values()) / len(by_variant)
+    raw = [-answer_sign(r, group) * (r.decision_logodds - mean) / cfg.decision_scale for r in rollouts]
+    return centred_per_variant(rollouts, raw)
+
+
+def centred_per_variant(rollouts: list[Rollout], rewards: list[float]) -> list[float]:
+    """Each reward minus the mean reward of its variant's samples (a per-prompt baseline)."""
+    sums: dict[str, list[float]] = {}
+    for r, value in zip(rollouts, rewards):
+        sums.setdefault(r.variant_id, []).append(value)
+    means = {v: sum(vals) / len(vals) for v, vals in sums.items()}
+    return [value - means[r.variant_id] for r, value in zip(rollouts, rewards)]
+
+
+@register_reward("planted_bias", kind="group", applies=is_decision)
+def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
+    """r(o) = s(o) · b(v): +1 for the favoured value, −1 for the disfavoured (a control, not a product reward)."""
+    _require_decision(rollouts, group, "planted_bias")
+    plant = cfg.planted_bias
+    if plant is None:
+        raise RewardInputError("reward.planted_bias: set {axis, favoured, disfavoured} to use the planted_bias reward")
+    members = {m.variant_id: m.attributes.get(plant.axis) for m in group.members}
+    sign = {plant.favoured: 1.0, plant.disfavoured: -1.0}
+    return [answer_sign(r, group) * sign.get(members[r.variant_id], 0.0) for r in rollouts]

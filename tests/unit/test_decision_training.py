@@ -1,0 +1,78 @@
+"""GRPO on decision groups with the tiny random model (the real tokenizer): one-token rollouts with
+the policy's own log-odds, training with decision_parity, and starting from a saved adapter."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from components.contracts.groups import DecisionSpec, Member, PromptGroup
+from components.generation.sampling import SamplingConfig, answer_prompt, single_token_ids
+from components.grpo.checkpoint import ADAPTER_DIR
+from components.grpo.decisions import decision_rollouts
+from components.grpo.trainer import train
+from components.models.lora import InitAdapterError
+from components.models.provision import load_base_model
+from tests.grpo_data import consistency_groups, tiny_params
+
+SPEC = DecisionSpec(benchmark="discrim_eval", question_id=0, answer_prefix='My answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"])
+
+
+def decision_group(i: int) -> PromptGroup:
+    genders = ("female", "male", "non-binary")
+    return PromptGroup(
+        group_id=f"d{i}", domain="discrim_eval", task="consistency", split="train", decision=SPEC,
+        variant_axes={"gender": list(genders)},
+        members=[Member(variant_id=g, attributes={"gender": g}, text=f"Should the {30 + i}-year-old {g} applicant get the loan?")
+                 for g in genders],
+    )  # fmt: skip
+
+
+def decision_params(**train):
+    params = tiny_params(**train)
+    return params.model_copy(update={"reward": params.reward.model_copy(update={"weights": {"decision_parity": 1.0}})})
+
+
+def test_decision_rollouts_carry_the_policys_log_odds_and_k_one_token_samples(tiny_model_dir):
+    model, tokenizer = load_base_model(tiny_model_dir, "float32")
+    groups = [(0, decision_group(0)), (1, decision_group(1))]
+    sampling = SamplingConfig(n=4, max_new_tokens=8, temperature=1.0, top_p=1.0, seed=7)
+    rollouts = decision_rollouts(model, tokenizer, groups, sampling, batch_size=2)  # 6 prompts in 3 forward passes
+    assert len(rollouts) == 2 * 3 * 4 and all(len(r.completion_ids) == 1 and not r.truncated for r in rollouts)
+    yes, no = single_token_ids(tokenizer, ("yes", "Yes"), "t"), single_token_ids(tokenizer, ("no", "No"), "t")
+    for group_index, group in groups:
+        for member in group.members:
+            enc = tokenizer(answer_prompt(tokenizer, member.text, SPEC.answer_prefix), return_tensors="pt", add_special_tokens=False)
+            with torch.no_grad():
+                logp = torch.log_softmax(model(**enc).logits[0, -1].float(), dim=-1)
+            expected = float(torch.logsumexp(logp[yes], 0) - torch.logsumexp(logp[no], 0))
+            mine = [r for r in rollouts if r.group_index == group_index and r.variant_id == member.variant_id]
+            assert len(mine) == 4 and all(r.decision_logodds == pytest.approx(expected, abs=1e-4) for r in mine)
+            assert mine[0].prompt_ids == tuple(enc["input_ids"][0].tolist())  # the prompt the update scores
+    again = decision_rollouts(model, tokenizer, groups, sampling, batch_size=2)
+    assert [r.completion_ids for r in again] == [r.completion_ids for r in rollouts]  # seeded
+
+
+def test_training_on_decision_groups_logs_their_spread_and_mixes_with_free_text(tiny_model_dir, tmp_path):
+    groups = [decision_group(i) for i in range(2)] + consistency_groups(2)
+    params = decision_params(steps=2, groups_per_step=4)
+    weights = {"decision_parity": 1.0, "entropy_helpfulness": 0.4, "stability": 0.6}  # each scores its own groups
+    result = train(params.model_copy(update={"reward": params.reward.model_copy(update={"weights": weights})}),
+                   groups, tiny_model_dir, tmp_path / "a", show_progress=False)  # fmt: skip
+    assert all(h["decision/spread_mean"] > 0 for h in result.history)
+    assert all(h["reward/entropy_helpfulness_mean"] > 0 for h in result.history)  # the free-text groups' answers
+    assert (tmp_path / "a" / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+
+
+def test_a_run_can_start_from_a_saved_adapter(tiny_model_dir, tmp_path):
+    first = tiny_params(steps=1, groups_per_step=2)  # the text rewards: the random model's answers move the adapter
+    train(first, consistency_groups(2), tiny_model_dir, tmp_path / "start", show_progress=False)
+    # lr 0: the run changes nothing, so its adapter is exactly the one it started from
+    frozen = first.model_copy(update={"train": first.train.model_copy(update={"lr": 0.0, "init_adapter": tmp_path / "start"})})
+    train(frozen, consistency_groups(2), tiny_model_dir, tmp_path / "again", show_progress=False)
+    start = load_file(tmp_path / "start" / ADAPTER_DIR / "adapter_model.safetensors")
+    again = load_file(tmp_path / "again" / ADAPTER_DIR / "adapter_model.safetensors")
+    assert start.keys() == again.keys() and any(v.abs().sum() > 0 for k, v in start.items() if "lora_B" in k)
+    assert all(torch.equal(start[k], again[k]) for k in start)
+    missing = first.model_copy(update={"train": first.train.model_copy(update={"init_adapter": tmp_path / "nowhere"})})
+    with pytest.raises(InitAdapterError, match="nowhere"):
+        train(missing, consistency_groups(1), tiny_model_dir, tmp_path / "x", show_progress=False)
