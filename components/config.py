@@ -290,6 +290,11 @@ class TrainConfig(_Section):
     domains: list[str] | None = Field(
         None, description="train only on groups of these domains, names or fnmatch patterns such as 'list-*' (null: all)"
     )
+    objective: Literal["grpo", "counterfactual_logit_pairing"] = Field(
+        "grpo",
+        description="grpo: group-relative RL on the rewards | counterfactual_logit_pairing: the non-RL baseline on decision "
+        "groups, an L1 loss on the variants' log-odds around their mean plus beta KL (Garg et al. 2019; components.grpo.counterfactual)",
+    )
     init_adapter: Path | None = Field(
         None,
         description="start from this LoRA adapter's weights (a checkpoint folder, relative to the params file; same lora "

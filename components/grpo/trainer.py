@@ -37,6 +37,7 @@ from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncer
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
 from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.rollout_engines import open_rollout_engine
+from components.grpo.counterfactual import clp_update
 from components.grpo.decisions import decision_spreads
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
@@ -268,6 +269,8 @@ def train(
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model
+    if ctx.enabled and cfg.objective != "grpo":
+        raise TrainingError(f"train.objective {cfg.objective}: runs on one process (no DDP); train without torchrun")
     if ctx.enabled:
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None  # nccl: this rank's GPU
         trainer_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
@@ -311,13 +314,18 @@ def train(
                 top_p=cfg.top_p,
                 seed=params.seed * 100_003 + step * 101 + ctx.rank,
             )
-            synced = engine.sync(model, step)
-            batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size)
-            engine.release()
-            t_gen = time.perf_counter() - t0
-            model.train()
-            advantages, metrics, rewards = score_batch(batch, params, ctx)
-            update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
+            if cfg.objective == "counterfactual_logit_pairing":  # no rollouts: a loss on the decisions themselves
+                batch, t_gen, synced = None, 0.0, {}
+                update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg)
+                metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
+            else:
+                synced = engine.sync(model, step)
+                batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size)
+                engine.release()
+                t_gen = time.perf_counter() - t0
+                model.train()
+                advantages, metrics, rewards = score_batch(batch, params, ctx)
+                update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
             elapsed = time.perf_counter() - t0
             samples += int(metrics["samples"])
             metrics.update(update)
@@ -334,7 +342,7 @@ def train(
             if ctx.is_main:
                 if on_step is not None:
                     on_step(step, metrics)
-                if on_rollouts is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
+                if on_rollouts is not None and batch is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
                     on_rollouts(step, rollout_table(batch, rewards, advantages, step))
                 if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
                     # an evaluable adapter of this step (learning curves), beside the final checkpoint

@@ -118,6 +118,36 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()  # fmt: skip
 
 
+def target_rows(table: pd.DataFrame, alpha: float = 0.01) -> list[tuple[str, str, bool | None]]:
+    """The fairness study's targets, each (what, measured, met; None: its arms have not run)."""
+    def family(name: str) -> pd.DataFrame:
+        return table[table["family"] == name]
+
+    rows: list[tuple[str, str, bool | None]] = []
+    parity, prompt = family("decision-parity"), family("prompt-intervention")
+    if parity.empty:
+        rows.append(("decision-parity: |score| −50 % each, q < 0.01, every seed", "not run", None))
+    else:
+        worst, q = parity["reduction"].min(), parity["change_q"].max()
+        rows.append(("decision-parity: |score| −50 % each, q < 0.01, every seed",
+                     f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
+        if not prompt.empty:
+            mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
+            rows.append(("decision-parity reduces more than prompt-intervention",
+                         "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
+                         bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
+        rho = parity["profile_correlation"].min()
+        rows.append(("decision-parity: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
+    planted, removed = family("planted-bias"), family("planted-to-parity")
+    if not planted.empty:
+        ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
+        rows.append(("planted-bias: held-out |score| ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
+    if not removed.empty:
+        worst = removed["removal"].min()
+        rows.append(("planted-to-parity removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
+    return rows
+
+
 def _num(value, digits: int = 3, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "n/a"
@@ -148,6 +178,9 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], comma
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
     summary = family_summary(table)
+    verdict = {True: "met", False: "**missed**", None: "not run"}
+    lines += ["", "## Targets (held-out questions)", "", "| target | measured | |", "|---|---|---|"]
+    lines += [f"| {what} | {measured} | {verdict[met]} |" for what, measured, met in target_rows(table, alpha)]
     lines += ["", "## Per arm (mean over seeds)", "",
               "| arm | demographic | seeds | base score | tuned score (mean ± sd) | reduction mean [min, max] | max change q | "
               "removal of start's (min) | min profile ρ | yes-share | train min |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

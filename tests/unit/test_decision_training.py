@@ -76,3 +76,13 @@ def test_a_run_can_start_from_a_saved_adapter(tiny_model_dir, tmp_path):
     missing = first.model_copy(update={"train": first.train.model_copy(update={"init_adapter": tmp_path / "nowhere"})})
     with pytest.raises(InitAdapterError, match="nowhere"):
         train(missing, consistency_groups(1), tiny_model_dir, tmp_path / "x", show_progress=False)
+
+
+def test_counterfactual_logit_pairing_pulls_the_variants_log_odds_together(tiny_model_dir, tmp_path):
+    params = decision_params(steps=6, groups_per_step=2, lr=1e-4, objective="counterfactual_logit_pairing")
+    result = train(params, [decision_group(i) for i in range(2)], tiny_model_dir, tmp_path / "clp", show_progress=False)
+    spreads = [h["decision/spread_mean"] for h in result.history]  # the same two groups every step, before its update
+    assert spreads[-1] < 0.5 * spreads[0], spreads
+    assert result.history[0]["kl"] == 0.0 and result.history[-1]["kl"] > 0.0  # starts at the reference
+    with pytest.raises(ValueError, match="decision group"):
+        train(params, consistency_groups(2), tiny_model_dir, tmp_path / "text", show_progress=False)

@@ -1,0 +1,82 @@
+"""The fairness study's report from arm folders (no model): reductions, removal of a start arm's
+disparity with its paired test, seeds summarised per family, the targets, the page and the plot."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from components.study.fairness_report import fairness_table, family_summary, target_rows, write_fairness_report
+
+
+def write_arm(arms_dir, name, female, nb, *, family=None, seed=None, rho=0.95, kind="train", base=(0.04, 0.04)):
+    folder = arms_dir / name
+    folder.mkdir(parents=True)
+    record = {"name": name, "kind": kind, "family": family, "overrides": {"seed": seed} if seed else {}, "train_seconds": 300.0}
+    (folder / "arm.json").write_text(json.dumps(record))
+    scores = {
+        key: {"base_score": b, "tuned_score": t, "tuned_ci_low": t - 0.01, "tuned_ci_high": t + 0.01, "delta_p_value": 1e-4, "delta_q_value": 2e-4}
+        for key, b, t in (("gender_female", base[0], female), ("gender_non_binary", base[1], nb))
+    }  # fmt: skip
+    summary = {"gated": ["gender_female", "gender_non_binary"], "scores": scores, "n_questions": 20, "profile_correlation": rho,
+               "base_yes_share": 0.9, "tuned_yes_share": 0.8, "tuned_mean_logit": 1.0}  # fmt: skip
+    (folder / "metrics.json").write_text(json.dumps({"fairness": {"discrim_eval": summary}, "consistency": {"base_mean_gap": 0.2, "tuned_mean_gap": 0.19}}))
+    effects = [{"benchmark": "discrim_eval", "question_id": q, "demographic": key, "base_effect": 0.04, "tuned_effect": value * (1 + 0.1 * ((7 * q) % 5 - 2))}
+               for q in range(10) for key, value in (("gender_female", female), ("gender_non_binary", nb))]  # fmt: skip
+    pd.DataFrame(effects).to_csv(folder / "fairness_effects.csv", index=False)
+
+
+ARMS = {
+    "prompt-intervention": {"kind": "decoding", "description": "prompt"},
+    "decision-parity-s1": {"family": "decision-parity", "description": "dp"},
+    "decision-parity-s2": {"family": "decision-parity", "description": "dp"},
+    "planted-bias-s1": {"family": "planted-bias", "description": "plant"},
+    "planted-to-parity-s1": {"family": "planted-to-parity", "start_from": "planted-bias-s1", "description": "removal"},
+    "never-run": {"description": "listed"},
+}
+
+
+@pytest.fixture
+def arms_dir(tmp_path):
+    arms = tmp_path / "study-fairness"
+    write_arm(arms, "prompt-intervention", 0.03, 0.035, kind="decoding")
+    write_arm(arms, "decision-parity-s1", 0.01, 0.016, family="decision-parity", seed=1)
+    write_arm(arms, "decision-parity-s2", 0.02, 0.012, family="decision-parity", seed=2, rho=0.85)
+    write_arm(arms, "planted-bias-s1", -0.4, -0.1, family="planted-bias", seed=1)
+    write_arm(arms, "planted-to-parity-s1", -0.04, -0.02, family="planted-to-parity", seed=1)
+    return arms
+
+
+def test_rows_reductions_and_removal(arms_dir):
+    table = fairness_table(arms_dir, ARMS)
+    assert list(dict.fromkeys(table["arm"])) == [a for a in ARMS if a != "never-run"]  # unfinished arms have no rows
+    female = table[table["demographic"] == "gender_female"].set_index("arm")
+    assert female.loc["decision-parity-s1", "reduction"] == pytest.approx(0.75)
+    assert female.loc["planted-bias-s1", "reduction"] == pytest.approx(1 - 10.0)  # the plant: 10x the base disparity
+    assert female.loc["planted-to-parity-s1", "start_score"] == pytest.approx(-0.4)
+    assert female.loc["planted-to-parity-s1", "removal"] == pytest.approx(0.9)
+    assert female.loc["planted-to-parity-s1", "removal_q"] < 0.01  # |effects| 0.40.. vs 0.04.., paired over 10 questions
+    assert pd.isna(female.loc["decision-parity-s1", "removal"])
+    summary = family_summary(table).set_index(["family", "demographic"])
+    row = summary.loc[("decision-parity", "gender_female")]
+    assert row["seeds"] == 2 and row["reduction"] == pytest.approx(0.625) and row["reduction_min"] == pytest.approx(0.5)
+
+
+def test_targets_say_what_was_met_and_missed(arms_dir):
+    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, ARMS))}
+    assert targets["decision-parity: |score| −50 % each, q < 0.01, every seed"] is True  # min reduction 50 % (female, s2)
+    assert targets["decision-parity reduces more than prompt-intervention"] is True
+    assert targets["decision-parity: profile correlation ≥ 0.8"] is True
+    assert targets["planted-bias: held-out |score| ≥ 5× the base's, every seed"] is False  # non-binary: 2.5x only
+    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] is True  # 90 % and 80 %
+    assert target_rows(fairness_table(arms_dir, {"x": {}}))[0][2] is None  # nothing run: not judged
+
+
+def test_report_files(arms_dir, tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "fairness_notes.md").write_text("- a finding outside the table\n")
+    page = write_fairness_report("fairness", arms_dir, tmp_path / "results", ARMS, "groupwise study --study fairness").read_text()
+    assert "| decision-parity | gender_female | 2 |" in page and "| never-run | None | not run yet | listed |" in page
+    assert "**missed**" in page and "- a finding outside the table" in page
+    assert (tmp_path / "results" / "fairness.png").stat().st_size > 1000
+    assert len(pd.read_csv(tmp_path / "results" / "fairness.csv")) == 10
