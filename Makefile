@@ -36,11 +36,11 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast dvc-repro clean-outputs help
+.PHONY: setup run test lint test-fast dvc-repro clean-outputs help
 
 help:
 	@echo "make run    - create $(VENV), install groupwise, run the retrain flow on the embedded defaults"
-	@echo "make test   - install (if needed) and run the whole test suite"
+	@echo "make test   - install (if needed), lint (ruff) and run the whole test suite"
 	@echo "make dvc-repro - reproduce the pipeline with DVC from params.yaml"
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -64,8 +64,12 @@ setup: $(VENV)/.installed
 run: setup
 	$(BIN)/groupwise retrain $(if $(PROFILE),--profile $(PROFILE),)
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration and not e2e"

@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "discrim_eval_base.json")
     args = parser.parse_args()
 
-    from components.config import load_params
     from components.benchmarks import BENCHMARKS, BenchmarkDataError
+    from components.config import load_params
     from components.evaluation.fairness import decision_logits
     from components.generation.interface import ChoicePrompt
     from components.generation.sampling import answer_prompt, single_token_ids
@@ -116,9 +116,14 @@ def main() -> None:
 
         sample = table.sample(n=min(args.throughput_prompts, len(table)), random_state=0)
         texts = sample["text"].tolist()
-        choices = single_token_ids(engine.tokenizer, bench.yes_words, bench.name, BenchmarkDataError) + single_token_ids(engine.tokenizer, bench.no_words, bench.name, BenchmarkDataError)
+        choices = single_token_ids(engine.tokenizer, bench.yes_words, bench.name, BenchmarkDataError) + single_token_ids(
+            engine.tokenizer, bench.no_words, bench.name, BenchmarkDataError
+        )
         prompts = [ChoicePrompt(bench.user_turn(t), bench.answer_prefix) for t in texts]
-        ids = [engine.tokenizer(answer_prompt(engine.tokenizer, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts]
+        ids = [
+            engine.tokenizer(answer_prompt(engine.tokenizer, p.user, p.assistant_prefix), add_special_tokens=False).input_ids
+            for p in prompts
+        ]
         raw = RawVllm(engine, params.eval.vllm, dtype)
         wrapper_s, raw_s = [], []
         try:

@@ -56,7 +56,13 @@ def run_engine(engine, prompts, cfg, adapter=None) -> dict:
     out = engine.generate(prompts, cfg, adapter)
     seconds = time.perf_counter() - started
     tokens = sum(len(s.completion_ids) for row in out for s in row)
-    return {"sequences": len(prompts) * cfg.n, "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "texts": [s.text for row in out for s in row]}
+    return {
+        "sequences": len(prompts) * cfg.n,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tok_s": tokens / seconds,
+        "texts": [s.text for row in out for s in row],
+    }
 
 
 def _raw_vllm_child(conn, env: dict, llm_kwargs: dict) -> None:
@@ -125,7 +131,12 @@ def hf_generate_reference(model_dir: Path, prompts: list[str], cfg, batch_size: 
     tokens, started = 0, time.perf_counter()
     with torch.no_grad():
         for start in range(0, len(prompts), per_call):
-            enc = tok([chat_prompt(tok, p) for p in prompts[start : start + per_call]], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = tok(
+                [chat_prompt(tok, p) for p in prompts[start : start + per_call]],
+                return_tensors="pt",
+                padding=True,
+                add_special_tokens=False,
+            )
             out = model.generate(
                 **enc, do_sample=True, top_k=0, top_p=cfg.top_p, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                 num_return_sequences=cfg.n, pad_token_id=tok.pad_token_id,
@@ -147,8 +158,10 @@ def generation_benchmark(args) -> list[str]:
     prepare_base_model(ModelConfig(), args.model_dir, seed=1234)  # reused when already provisioned
     prompts = eval_prompts(args.sequences, args.n)
     cfg = SamplingConfig(n=args.n, max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=1234)
-    print(f"evaluation set: {len(prompts)} prompts x n={args.n} = {len(prompts) * args.n} sequences, "
-          f"<= {args.max_new_tokens} new tokens, {args.dtype}, vLLM threads bind {args.threads_bind}")
+    print(
+        f"evaluation set: {len(prompts)} prompts x n={args.n} = {len(prompts) * args.n} sequences, "
+        f"<= {args.max_new_tokens} new tokens, {args.dtype}, vLLM threads bind {args.threads_bind}"
+    )
 
     started = time.perf_counter()
     vllm_cfg = VllmConfig(kv_cache_gb=args.kv_cache_gb, max_model_len=1024, max_num_seqs=256, cpu_threads_bind=args.threads_bind)
@@ -189,8 +202,10 @@ def generation_benchmark(args) -> list[str]:
     for name, r in rows:
         print(f"{name:<32}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
     rounds = ", ".join(f"{w['tok_s']:.0f}/{r['tok_s']:.0f}" for w, r in zip(wrapped, raw_runs))
-    print(f"groupwise vLLM engine / raw LLM.generate tokens/s, best of {args.repeats} alternating runs each: "
-          f"{vllm_base['tok_s'] / raw['tok_s']:.2f} (target >= 0.90); every round, engine/raw tok/s: {rounds}")
+    print(
+        f"groupwise vLLM engine / raw LLM.generate tokens/s, best of {args.repeats} alternating runs each: "
+        f"{vllm_base['tok_s'] / raw['tok_s']:.2f} (target >= 0.90); every round, engine/raw tok/s: {rounds}"
+    )
     ratio = vllm_base["tok_s"] / hf_base["tok_s"]
     print(f"vLLM / transformers engine tokens/s (base model): {ratio:.2f}x (target >= 3x)")
     if reference is not None:
@@ -223,15 +238,27 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     colors = ["red", "green", "blue", "yellow", "orange", "purple"]
     consistency = [
         PromptGroup(
-            group_id=f"c{i}", domain="bench", task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},
-            members=[Member(variant_id="w", attributes={"gender": "woman"}, text="q"), Member(variant_id="m", attributes={"gender": "man"}, text="q")],
+            group_id=f"c{i}",
+            domain="bench",
+            task="consistency",
+            split="heldout",
+            variant_axes={"gender": ["woman", "man"]},
+            members=[
+                Member(variant_id="w", attributes={"gender": "woman"}, text="q"),
+                Member(variant_id="m", attributes={"gender": "man"}, text="q"),
+            ],
         )  # fmt: skip
         for i in range(half)
     ]
     diversity = [
         PromptGroup(
-            group_id=f"d{i}", domain="bench", task="diversity", split="heldout", members=[Member(variant_id="p", text="q")],
-            valid_answers=colors, answer_normalizer="casefold_match",
+            group_id=f"d{i}",
+            domain="bench",
+            task="diversity",
+            split="heldout",
+            members=[Member(variant_id="p", text="q")],
+            valid_answers=colors,
+            answer_normalizer="casefold_match",
         )  # fmt: skip
         for i in range(n_groups - half)
     ]
@@ -252,7 +279,9 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     t1 = time.perf_counter()
     normalize = get_normalizer("casefold_match")
     rows_c = [consistency_record(g, samples["base"]["c"][i], samples["tuned"]["c"][i], 32, semantics) for i, g in enumerate(consistency)]
-    rows_d = [diversity_record(g, samples["base"]["d"][i], samples["tuned"]["d"][i], normalize, 32, semantics) for i, g in enumerate(diversity)]
+    rows_d = [
+        diversity_record(g, samples["base"]["d"][i], samples["tuned"]["d"][i], normalize, 32, semantics) for i, g in enumerate(diversity)
+    ]
     t2 = time.perf_counter()
     frame_c, frame_d = pd.DataFrame(rows_c), pd.DataFrame(rows_d)
     summarize(frame_c, frame_d, 0.01)
@@ -281,9 +310,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000, help="groups for the metric timing")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-hf-generate", action="store_true", help="leave out the plain HF generate reference row")
-    parser.add_argument(
-        "--skip-request-seeding", action="store_true", help="leave out the vLLM row with eval.vllm.seeding: request"
-    )
+    parser.add_argument("--skip-request-seeding", action="store_true", help="leave out the vLLM row with eval.vllm.seeding: request")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -78,7 +78,9 @@ def main() -> None:
                 "share_at_ceiling": float((h >= 0.99).mean()), "mean": float(h.mean()),
             }  # fmt: skip
             report["scores"].append(row)
-            print(f"{scope:>7} {window:>4} {rho:>9.3f} {row['mean_short_half']:>10.3f} {row['mean_long_half']:>10.3f} {row['share_at_ceiling']:>10.3f}")
+            print(
+                f"{scope:>7} {window:>4} {rho:>9.3f} {row['mean_short_half']:>10.3f} {row['mean_long_half']:>10.3f} {row['share_at_ceiling']:>10.3f}"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out.relative_to(ROOT)}")

@@ -189,7 +189,10 @@ def run_trl(args) -> dict:
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=LoraConfig(
-                r=lora.r, lora_alpha=lora.lora_alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules),
+                r=lora.r,
+                lora_alpha=lora.lora_alpha,
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules),
                 task_type="CAUSAL_LM",
             ),
         )
@@ -225,8 +228,12 @@ def main() -> None:
     for name in args.rows:
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             cmd = [sys.executable, __file__, "--only", name, "--json", out.name] + [
-                f"--steps={args.steps}", f"--prompts-per-step={args.prompts_per_step}", f"--k={args.k}",
-                f"--max-new-tokens={args.max_new_tokens}", f"--beta={args.beta}", f"--loss-type={args.loss_type}",
+                f"--steps={args.steps}",
+                f"--prompts-per-step={args.prompts_per_step}",
+                f"--k={args.k}",
+                f"--max-new-tokens={args.max_new_tokens}",
+                f"--beta={args.beta}",
+                f"--loss-type={args.loss_type}",
                 f"--task={args.task}",
             ]
             print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
@@ -238,11 +245,15 @@ def main() -> None:
                 lines = [x for x in proc.stderr.strip().splitlines() if "Error" in x or "error" in x]
                 figures[name] = {"error": (lines[-1] if lines else proc.stderr.strip().splitlines()[-1])[:300]}
     print()
-    print(f"config: SmolLM2-135M, LoRA r=16 q/k/v/o, {args.task} prompts, K={args.k}, <= {args.max_new_tokens} new tokens, "
-          f"{args.steps} steps x {args.prompts_per_step} prompts, beta={args.beta}, loss={args.loss_type}, "
-          f"torch threads={__import__('torch').get_num_threads()}")
+    print(
+        f"config: SmolLM2-135M, LoRA r=16 q/k/v/o, {args.task} prompts, K={args.k}, <= {args.max_new_tokens} new tokens, "
+        f"{args.steps} steps x {args.prompts_per_step} prompts, beta={args.beta}, loss={args.loss_type}, "
+        f"torch threads={__import__('torch').get_num_threads()}"
+    )
     rate = lambda f: f["samples"] / f.get("loop_seconds", f["seconds"])  # noqa: E731
-    print("| row | samples/s | × TRL | loop s | engine start and saving s | generation s | weight sync s | mean tokens | mismatch |Δ log p| |")
+    print(
+        "| row | samples/s | × TRL | loop s | engine start and saving s | generation s | weight sync s | mean tokens | mismatch |Δ log p| |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     trl = figures.get("trl", {})
     for name, f in figures.items():

@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from components.contracts.errors import UserError
 
-
 _NUMBER_TYPES = (int, float, int | None, float | None)
 
 
@@ -75,7 +74,7 @@ class DataConfig(_Section):
         "Answer in at most three sentences.",
         description="appended to every consistency prompt alike (woman and man, every phrasing; '': none): without it "
         "SmolLM2-135M answers at T = 0.7 run to a median of 474 tokens and 45 % hit 512; with it the median is 62 "
-        "and 95.8 % end with EOS within 512 (measured on 360 base samples; \"Whole answers\" in the docs)",
+        'and 95.8 % end with EOS within 512 (measured on 360 base samples; "Whole answers" in the docs)',
     )
     min_chars: int = Field(8, ge=1)
     max_chars: int = Field(600, ge=1)
@@ -183,7 +182,9 @@ class RolloutVllmConfig(VllmConfig):
 
     dtype: str = Field("bfloat16", description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap)")
     gpu_memory_utilization: float = Field(
-        0.3, gt=0, le=0.95,
+        0.3,
+        gt=0,
+        le=0.95,
         description="CUDA only: GPU memory share of the rollout engine, colocated with the trainer (TRL's colocate "
         "default 0.3); ignored on CPU",
     )
@@ -230,14 +231,10 @@ class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
     steps: int = Field(4, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
     groups_per_step: int = Field(2, ge=1)
-    groups_per_micro_batch: int = Field(
-        1, ge=1, description="whole groups per forward/backward (gradient accumulation over the step)"
-    )
+    groups_per_micro_batch: int = Field(1, ge=1, description="whole groups per forward/backward (gradient accumulation over the step)")
     samples_per_prompt: int = Field(6, ge=2, description="K in the paper")
     max_new_tokens: int = Field(512, ge=1, description="whole answers (see data.answer_instruction)")
-    temperature: float = Field(
-        0.7, gt=0, description="the evaluation temperature (eval.temperature): rollouts sample what is evaluated"
-    )
+    temperature: float = Field(0.7, gt=0, description="the evaluation temperature (eval.temperature): rollouts sample what is evaluated")
     top_p: float = Field(1.0, gt=0, le=1)
     generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
     lr: float = Field(1e-4, gt=0, le=1.0)
@@ -265,28 +262,21 @@ class TrainConfig(_Section):
         description="auto | cpu | cuda | cuda:N; auto: the GPU when there is one (cuda:LOCAL_RANK under torchrun), else the CPU",
     )
     merge_lora_for_rollouts: bool = Field(
-        False, description="decode rollouts with the LoRA deltas merged into the base weights (faster on CPU; exact "
-        "weights restored after)"
+        False, description="decode rollouts with the LoRA deltas merged into the base weights (faster on CPU; exact weights restored after)"
     )
     rows_per_forward: int = Field(
         6, ge=0,
         description="run a micro-batch's forward/backward in chunks of at most this many rows (memory; 0: whole); "
         "6: one prompt's K = 6 samples, so that 512-token answers fit in memory",
     )  # fmt: skip
-    share_prompts: bool = Field(
-        True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions"
-    )
+    share_prompts: bool = Field(True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions")
     gradient_checkpointing: bool = Field(
         False,
         description="recompute each layer's activations in the backward (less memory, ~1/3 more compute); "
         "needs share_prompts: false (transformers drops the KV cache under checkpointing)",
     )
-    save_every: int = Field(
-        2, ge=0, description="resumable state every N steps for `groupwise train --resume` (0: only at the end)"
-    )
-    snapshot_every: int = Field(
-        0, ge=0, description="keep an evaluable adapter every N steps in <checkpoints>/snapshots (0: never)"
-    )
+    save_every: int = Field(2, ge=0, description="resumable state every N steps for `groupwise train --resume` (0: only at the end)")
+    snapshot_every: int = Field(0, ge=0, description="keep an evaluable adapter every N steps in <checkpoints>/snapshots (0: never)")
     domains: list[str] | None = Field(
         None, description="train only on groups of these domains, names or fnmatch patterns such as 'list-*' (null: all)"
     )
@@ -338,7 +328,9 @@ class RewardConfig(_Section):
         "0.42 at W_max 32, results/helpfulness_length.json)",
     )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
-    decision_scale: float = Field(0.1, gt=0, description="tau of decision_parity: logits of distance from the group mean worth a reward of 1")
+    decision_scale: float = Field(
+        0.1, gt=0, description="tau of decision_parity: logits of distance from the group mean worth a reward of 1"
+    )
     planted_bias: PlantedBiasConfig | None = Field(None, description="the planted_bias control reward's plant (null: not used)")
     plugins: list[str] = Field(
         default_factory=list,
@@ -355,9 +347,7 @@ class CandidateConfig(_Section):
         description="adapter: the base model with the trained checkpoint's adapter | base: the base model itself, "
         "decoded as below (a zero-cost decoding baseline, or with another seed the noise of a re-evaluation)",
     )
-    temperature: float | None = Field(
-        None, ge=0, description="candidate's sampling temperature (null: eval.temperature; 0: greedy)"
-    )
+    temperature: float | None = Field(None, ge=0, description="candidate's sampling temperature (null: eval.temperature; 0: greedy)")
     seed_offset: int = Field(0, ge=0, description="added to the seed of the candidate's samples (0: same seeds as base)")
 
 
@@ -365,15 +355,14 @@ class FairnessConfig(_Section):
     """Decision benchmarks scored in every evaluation (`components.benchmarks`)."""
 
     benchmarks: list[str] = Field(
-        ["discrim_eval"], description="registered decision benchmarks, base and candidate ([]: none; the fairness gate then fails unless off)"
+        ["discrim_eval"],
+        description="registered decision benchmarks, base and candidate ([]: none; the fairness gate then fails unless off)",
     )
     split: Literal["heldout", "train", "all"] = Field(
         "heldout", description="which of the benchmark's questions judge a model (train questions may reach training)"
     )
     max_questions: int | None = Field(None, ge=1, description="the first N questions of the split (null: all)")
-    ages: list[int] | None = Field(
-        [60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60"
-    )
+    ages: list[int] | None = Field([60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60")
     races: list[str] | None = Field(None, description="races to fill in (null: all five); must include the baseline white")
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
@@ -402,16 +391,10 @@ class FairnessConfig(_Section):
 
 
 class EvalConfig(_Section):
-    engine: str = Field(
-        "vllm", description="a registered generation engine (components.generation.engines): vllm | transformers"
-    )
-    allow_fallback: bool = Field(
-        False, description="if the requested engine cannot start, use transformers instead (logged, recorded)"
-    )
+    engine: str = Field("vllm", description="a registered generation engine (components.generation.engines): vllm | transformers")
+    allow_fallback: bool = Field(False, description="if the requested engine cannot start, use transformers instead (logged, recorded)")
     vllm: VllmConfig = VllmConfig()
-    dtype: Literal["float32", "bfloat16"] = Field(
-        "bfloat16", description="weights and activations of the evaluated models (both engines)"
-    )
+    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="weights and activations of the evaluated models (both engines)")
     embedding_dtype: Literal["float32", "bfloat16"] = Field(
         "bfloat16", description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999)"
     )
@@ -419,9 +402,7 @@ class EvalConfig(_Section):
         32, ge=1, description="texts per embedding forward pass (32: ~18 % more texts/s than 128 on a 2-core CPU in bf16)"
     )
     samples_per_prompt: int = Field(6, ge=2, description="n per prompt, the paper's K (diversity metrics need >= 2)")
-    max_new_tokens: int = Field(
-        512, ge=1, description=">= 95 % of base samples end with EOS within it (see data.answer_instruction)"
-    )
+    max_new_tokens: int = Field(512, ge=1, description=">= 95 % of base samples end with EOS within it (see data.answer_instruction)")
     temperature: float = Field(
         0.7, ge=0, description="documented evaluation temperature (the paper gives none); 0: greedy (one sample, repeated n times)"
     )
@@ -437,26 +418,20 @@ class EvalConfig(_Section):
     domains: list[str] | None = Field(
         None, description="evaluate only held-out consistency groups of these domains, names or fnmatch patterns (null: all)"
     )
-    gap_axis: str | None = Field(
-        None, description="variant axis of the headline gap |H(A) - H(B)| (null: each group's first variant axis)"
-    )
+    gap_axis: str | None = Field(None, description="variant axis of the headline gap |H(A) - H(B)| (null: each group's first variant axis)")
     max_truncated_share: float = Field(
         0.05, ge=0, le=1, description="a consistency evaluation with more samples cut by max_new_tokens is invalid"
     )
     power: float = Field(0.8, gt=0, lt=1, description="power of the detectable-effect analysis")
     candidate: CandidateConfig = CandidateConfig()
-    cluster_threshold: float = Field(
-        0.85, gt=0, le=1, description="cosine at which two answers share a meaning cluster"
-    )
+    cluster_threshold: float = Field(0.85, gt=0, le=1, description="cosine at which two answers share a meaning cluster")
     bootstrap_resamples: int = Field(2000, ge=100, description="paired bootstrap resamples for CIs")
     confidence_level: float = Field(0.95, gt=0, lt=1, description="of the bootstrap intervals")
     fairness: FairnessConfig = FairnessConfig()
 
 
 class GateConfig(_Section):
-    min_relative_gap_reduction: float = Field(
-        0.0, description="(base_gap - tuned_gap) / base_gap must be >= this"
-    )
+    min_relative_gap_reduction: float = Field(0.0, description="(base_gap - tuned_gap) / base_gap must be >= this")
     require_significance: bool = Field(
         True,
         description="the BH-adjusted q of the paired test on the headline gap must be <= eval.significance_level "
@@ -469,15 +444,9 @@ class GateConfig(_Section):
     )  # fmt: skip
     max_helpfulness_drop: float = Field(0.1, ge=0, description="base H_norm - tuned H_norm <= this")
     max_coverage_drop: float = Field(0.05, ge=0, description="base - tuned valid-set coverage <= this")
-    max_validity_drop: float = Field(
-        0.05, ge=0, description="base - tuned share of valid answers on the diversity tasks <= this"
-    )
-    max_length_drop: float = Field(
-        0.5, ge=0, le=1, description="(base - tuned mean words) / base mean words <= this (1 disables)"
-    )
-    max_empty_rate_increase: float = Field(
-        0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)"
-    )
+    max_validity_drop: float = Field(0.05, ge=0, description="base - tuned share of valid answers on the diversity tasks <= this")
+    max_length_drop: float = Field(0.5, ge=0, le=1, description="(base - tuned mean words) / base mean words <= this (1 disables)")
+    max_empty_rate_increase: float = Field(0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)")
     max_discrimination_increase: float | None = Field(
         0.01, ge=0,
         description="|tuned| - |base| discrimination score (logit; female and non-binary against male, held-out "
@@ -488,12 +457,8 @@ class GateConfig(_Section):
         description="Spearman correlation of tuned vs base per-question mean log-odds on the decision benchmarks >= this: "
         "the model still tells questions apart (null: gate off)",
     )  # fmt: skip
-    champion_max_gap_increase: float = Field(
-        0.02, ge=0, description="tuned mean entropy gap - the champion's (nats) <= this"
-    )
-    champion_max_helpfulness_drop: float = Field(
-        0.02, ge=0, description="champion's tuned H_norm - this model's tuned H_norm <= this"
-    )
+    champion_max_gap_increase: float = Field(0.02, ge=0, description="tuned mean entropy gap - the champion's (nats) <= this")
+    champion_max_helpfulness_drop: float = Field(0.02, ge=0, description="champion's tuned H_norm - this model's tuned H_norm <= this")
 
 
 class TrackingConfig(_Section):
@@ -509,18 +474,15 @@ _ALIAS = r"^[A-Za-z][A-Za-z0-9_-]{0,254}$"  # MLflow aliases: no `v<digits>`, no
 
 class RegistryConfig(_Section):
     model_name: str = Field(
-        "groupwise-smollm2-lora", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$",
+        "groupwise-smollm2-lora",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$",
         description="letters, digits, '_', '.', '-' (quotes would break MLflow's search filters)",
     )
     alias: str = Field("challenger", pattern=_ALIAS)
     champion_alias: str = Field("champion", pattern=_ALIAS)
     previous_champion_alias: str = Field("previous-champion", pattern=_ALIAS)
-    package_base_model: bool = Field(
-        False, description="copy the base weights into the model version (portable, larger)"
-    )
-    lock_timeout_seconds: float = Field(
-        120.0, gt=0, description="wait for another process's registry update before failing"
-    )
+    package_base_model: bool = Field(False, description="copy the base weights into the model version (portable, larger)")
+    lock_timeout_seconds: float = Field(120.0, gt=0, description="wait for another process's registry update before failing")
     register_experiments: bool = Field(
         False, description="register from inside `dvc exp run` too (default: an experiment judges the gates, registers nothing)"
     )
@@ -564,8 +526,13 @@ def expand_seeds(arms: dict[str, StudyArm]) -> dict[str, StudyArm]:
         for i, seed in enumerate(arm.seeds, start=1):
             start = f"{arm.start_from}-s{i}" if arm.start_from and arms.get(arm.start_from, arm).seeds else arm.start_from
             out[f"{name}-s{i}"] = arm.model_copy(
-                update={"seeds": [], "family": name, "start_from": start, "overrides": {**arm.overrides, "seed": seed},
-                        "description": f"{arm.description} (seed {seed})"}  # fmt: skip
+                update={
+                    "seeds": [],
+                    "family": name,
+                    "start_from": start,
+                    "overrides": {**arm.overrides, "seed": seed},
+                    "description": f"{arm.description} (seed {seed})",
+                }  # fmt: skip
             )
     return out
 
@@ -583,9 +550,7 @@ class StudyConfig(_Section):
     compare: list[tuple[str, str]] = Field(
         default_factory=list, description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned)"
     )
-    learning_curve_arm: str | None = Field(
-        None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve"
-    )
+    learning_curve_arm: str | None = Field(None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve")
     arms: dict[str, StudyArm] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -762,6 +727,38 @@ def _describe(err: dict) -> str:
     return f"{where}: {message}" if where else message
 
 
+STUDIES_DIR = "studies"  # beside the params file: one file per study, studies/<name>.yaml
+CONSISTENCY_STUDY = "consistency"  # studies/consistency.yaml is the `study` section
+
+
+def with_study_files(raw: dict, folder: Path) -> dict:
+    """`raw` with every studies/<name>.yaml beside the params file: consistency.yaml as the `study`
+    section, any other as `studies.<name>` (one config per experiment, as torchtune's recipes keep
+    theirs); a study both in a file and inline in the params file is refused."""
+    if not folder.is_dir():
+        return raw
+    raw = dict(raw)
+    for file in sorted(folder.glob("*.yaml")):
+        try:
+            study = yaml.safe_load(file.read_text()) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ParamsError(f"{file}: not valid YAML: {exc}") from exc
+        if not isinstance(study, dict):
+            raise ParamsError(f"{file}: must be a YAML mapping (profile, arms, ...), got {type(study).__name__}")
+        name = file.stem
+        if name == CONSISTENCY_STUDY:
+            if raw.get("study") is not None:
+                raise ParamsError(f"{file}: the consistency study is also the `study` section of the params file; keep one")
+            raw["study"] = study
+            continue
+        studies = dict(raw.get("studies") or {})
+        if name in studies:
+            raise ParamsError(f"{file}: study {name!r} is also under `studies` in the params file; keep one")
+        studies[name] = study
+        raw["studies"] = studies
+    return raw
+
+
 def load_params(path: str | Path = "params.yaml", profile: str | None = None) -> Params:
     """Read `params.yaml`, apply the chosen profile, validate, and resolve relative paths."""
     path = Path(path).resolve()
@@ -773,6 +770,7 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: must be a YAML mapping of sections (seed, train, ...), got {type(raw).__name__}")
+    raw = with_study_files(raw, path.parent / STUDIES_DIR)
     profiles = raw.pop("profiles", {}) or {}
     if not isinstance(profiles, dict) or any(not isinstance(v, dict) for v in profiles.values()):
         raise ParamsError(f"{path}: profiles must map each profile name to a mapping of overrides")
@@ -802,9 +800,7 @@ def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path]
     for key, value in params.paths:
         path = value if value.is_absolute() else root / value
         if not path.resolve().is_relative_to(data_root):
-            raise ParamsError(
-                f"{source}: paths.{key} = {str(value)!r} escapes the project's data folder {data_root}"
-            )
+            raise ParamsError(f"{source}: paths.{key} = {str(value)!r} escapes the project's data folder {data_root}")
         paths[key] = path
     return paths
 
@@ -851,8 +847,8 @@ def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
     # run would silently redirect every project loaded later in the same process
     uri = os.environ.get("GROUPWISE_TRACKING_URI") or tracking.uri
     prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        uri = prefix + str(root / uri[len(prefix):])
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        uri = prefix + str(root / uri[len(prefix) :])
     tracking.uri = uri
     if not tracking.artifact_location.is_absolute():
         # like paths.*: a relative location stays inside the project (an absolute one is explicit)
@@ -862,6 +858,4 @@ def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
                 f"escapes the project folder {root} (give an absolute path to store artifacts elsewhere)"
             )
         tracking.artifact_location = root / tracking.artifact_location
-    return params.model_copy(
-        update={"paths": PathsConfig(**paths), "tracking": tracking, "root": root}
-    )
+    return params.model_copy(update={"paths": PathsConfig(**paths), "tracking": tracking, "root": root})

@@ -21,8 +21,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-from components.contracts.errors import UserError
 from components.config import Params
+from components.contracts.errors import UserError
 from components.generation.engines import ENGINES
 from components.grpo.advantages import ADVANTAGES
 from components.grpo.losses import LOSS_TYPES

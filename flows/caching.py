@@ -39,9 +39,7 @@ class StepInputs:
 
 STEP_INPUTS: dict[str, StepInputs] = {
     "build": StepInputs(("data", "seed"), ("data",), lambda p: [p.paths.templates], lambda p: [p.paths.groups]),
-    "prepare-model": StepInputs(
-        ("model", "seed"), ("models/provision.py",), lambda p: [], lambda p: [p.paths.base_model]
-    ),
+    "prepare-model": StepInputs(("model", "seed"), ("models/provision.py",), lambda p: [], lambda p: [p.paths.base_model]),
 }
 
 

@@ -165,12 +165,14 @@ def study(
     arm: Optional[list[str]] = typer.Option(None, "--arm", help="run only this arm (repeatable); default: every arm"),
     report_only: bool = typer.Option(False, "--report-only", help="rewrite the study's report from finished arms"),
     name: Optional[str] = typer.Option(
-        None, "--study", help="consistency (params.yaml `study`, the default) or a name under `studies` (e.g. gapo, seed)"
+        None, "--study", help="consistency (studies/consistency.yaml, the default) or another study of studies/ (gapo, seed, fairness)"
     ),
     submit: bool = typer.Option(
         False, "--submit", help="run the unfinished arms as flow runs on a Prefect work pool (needs PREFECT_API_URL); wait, then report"
     ),
-    work_pool: str = typer.Option("groupwise-study", "--work-pool", help="with --submit: the work pool (created as a process pool if missing)"),
+    work_pool: str = typer.Option(
+        "groupwise-study", "--work-pool", help="with --submit: the work pool (created as a process pool if missing)"
+    ),
     concurrency: int = typer.Option(2, "--concurrency", help="with --submit: arms at once (the work pool's concurrency limit)"),
     store: Optional[Path] = typer.Option(
         None, "--store", help="a folder every worker shares (checkpoints and results of the arms); default $GROUPWISE_STUDY_STORE"
@@ -179,7 +181,8 @@ def study(
     """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md).
 
     With --submit every unfinished arm is a flow run of the deployment study-arm/groupwise-study-arm on a work pool."""
-    from flows.study import load_study, study as study_flow, write_study_report
+    from flows.study import load_study, write_study_report
+    from flows.study import study as study_flow
 
     if report_only:
         from flows.study_pool import collect_results, store_path
@@ -214,10 +217,7 @@ def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> No
     for r in summary.results:
         for key, value in r.outputs.items():
             out.print(f"  {r.step}.{key}: {escape(value)}")
-    out.print(
-        f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', "
-        f"parent run {summary.parent_run_id})"
-    )
+    out.print(f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
     out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
     out.print(f"Report: {resolved.paths.reports / 'summary.md'}")
     reg = summary.registration
@@ -315,7 +315,9 @@ def serve(
     resolved = _registry_params(params, profile)
     exported = export_for_serving(resolved.registry.model_name, resolved.paths.exports, resolved.tracking.uri, version, alias)
     command = server_command(exported.path, resolved.registry.model_name, resolved.eval.vllm, port, resolved.model.dtype)
-    err.print(f"serving {exported.model_name} version {exported.version} at {command.url}/v1 (model name {resolved.registry.model_name!r}); Ctrl-C stops it")
+    err.print(
+        f"serving {exported.model_name} version {exported.version} at {command.url}/v1 (model name {resolved.registry.model_name!r}); Ctrl-C stops it"
+    )
     sys.stdout.flush()
     sys.stderr.flush()
     # the server replaces this process: a signal to `groupwise serve` reaches vLLM, and no child is orphaned

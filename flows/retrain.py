@@ -86,10 +86,7 @@ class RetrainSummary:
     def markdown(self) -> str:
         lines = [f"# groupwise retrain ({self.profile})", "", f"MLflow parent run: `{self.parent_run_id}`", ""]
         lines += ["| step | MLflow run | result |", "|---|---|---|"]
-        lines += [
-            f"| {r.step} | `{r.run_id}` | {'(cached) ' if r.step in self.cached else ''}{r.summary} |"
-            for r in self.results
-        ]
+        lines += [f"| {r.step} | `{r.run_id}` | {'(cached) ' if r.step in self.cached else ''}{r.summary} |" for r in self.results]
         return "\n".join(lines)
 
 
@@ -104,8 +101,7 @@ def validation_markdown(report_path: Path) -> str:
     for rule in report.get("rules", []):
         rows = rule.get("offending_rows") or []
         lines.append(
-            f"| {rule.get('rule')} | {Path(str(rule.get('file', ''))).name} | "
-            f"{'pass' if rule.get('success') else 'FAIL'} | {len(rows)} |"
+            f"| {rule.get('rule')} | {Path(str(rule.get('file', ''))).name} | {'pass' if rule.get('success') else 'FAIL'} | {len(rows)} |"
         )
     return "\n".join(lines)
 
@@ -128,9 +124,7 @@ def metrics_rows(summary: EvaluationSummary) -> list[dict]:
 
 
 def _run(step_task, params: Params, parent: str):
-    configured = step_task.with_options(
-        retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds
-    )
+    configured = step_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
     return configured(params, parent)
 
 
@@ -151,9 +145,7 @@ def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[Step
 @flow(name="retrain", log_prints=True)
 def retrain(params_path: str = "params.yaml", profile: str | None = None) -> RetrainSummary:
     params: Params = load_params(Path(params_path), profile)
-    configured = open_parent_task.with_options(
-        retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds
-    )
+    configured = open_parent_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
     parent = configured(params.tracking, "retrain", tags={"groupwise.profile": params.profile})
     summary = RetrainSummary(parent, params.profile)
 

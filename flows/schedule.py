@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from components.config import Params, load_params
-
 from components.contracts.errors import UserError
 
 RUN_LIMIT = 1  # one retrain at a time per served process: runs share the project's output folders

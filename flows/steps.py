@@ -88,8 +88,14 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
         )
         runs.log_metrics({"model.n_parameters": provenance.n_parameters})
         runs.set_tags(
-            {"model.source": provenance.source, "model.gguf_sha256": provenance.gguf_sha256, "model.weights_sha256": provenance.weights_sha256,
-             "model.origin": provenance.origin, "model.origin_sha256": provenance.origin_sha256, "model.architecture": provenance.architecture}
+            {
+                "model.source": provenance.source,
+                "model.gguf_sha256": provenance.gguf_sha256,
+                "model.weights_sha256": provenance.weights_sha256,
+                "model.origin": provenance.origin,
+                "model.origin_sha256": provenance.origin_sha256,
+                "model.architecture": provenance.architecture,
+            }
         )
     summary = f"{provenance.source} model, {provenance.n_parameters / 1e6:.1f}M parameters"
     return StepResult("prepare-model", run_id, {"base_model": str(params.paths.base_model)}, asdict(provenance), summary)
@@ -118,8 +124,8 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     Under torchrun every rank trains its share of each step's groups; only rank 0 talks to MLflow
     and writes the checkpoint. `resume=True` continues from `<checkpoints>/resume`.
     """
-    from components.data.selection import training_groups
     from components.contracts.checkpoint import ADAPTER_DIR, LOG_FILE, STATE_FILE, CheckpointLayout
+    from components.data.selection import training_groups
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names

@@ -1,7 +1,8 @@
 """`groupwise study [--study NAME]`: a study, arm after arm, resumable, one MLflow run per arm.
 
-The consistency study is params.yaml's `study` section (results/consistency.md); further studies
-are `studies.<NAME>` (results/NAME.md, e.g. the GAPO and SEED-GRPO settings, rendered by
+Every study is a file of its own, studies/<NAME>.yaml beside params.yaml (`components.config.with_study_files`):
+the consistency study studies/consistency.yaml, the default (results/consistency.md); further studies
+studies/NAME.yaml (results/NAME.md, e.g. the GAPO and SEED-GRPO settings, rendered by
 `components.study.diversity_report`). Every arm starts from its study's `profile` with the arm's
 overrides merged over it, writes its checkpoints and reports under `data/study/<arm>/`
 (`data/study-NAME/<arm>/`) and copies what the study reports (metrics, statistics, per-group
@@ -36,6 +37,9 @@ from prefect.cache_policies import NO_CACHE
 from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
 from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
+from components.study.diversity_report import write_diversity_report
+from components.study.fairness_report import write_fairness_report
+from components.study.machine import machine_record
 from components.study.report import (
     ARM_FILE,
     CURVE_COLUMNS,
@@ -48,9 +52,6 @@ from components.study.report import (
     study_table,
     untrained,
 )
-from components.study.diversity_report import write_diversity_report
-from components.study.fairness_report import write_fairness_report
-from components.study.machine import machine_record
 from components.tracking import runs
 from flows import steps
 
@@ -77,7 +78,7 @@ class Study:
             return cls(name, params.study, params.root / RESULTS)
         if name not in params.studies:
             known = [CONSISTENCY, *sorted(params.studies)]
-            raise ParamsError(f"study: unknown study {name!r}; studies in params.yaml: {known}")
+            raise ParamsError(f"study: unknown study {name!r}; known studies (studies/<name>.yaml): {known}")
         return cls(name, params.studies[name], params.root / RESULTS)
 
     @property
@@ -160,8 +161,9 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
         for checkpoint in todo:
             state = read_state(checkpoint)
             with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
-                frames = evaluate_models(params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs,
-                                         decide=False)  # the curve plots the paper's gap only
+                frames = evaluate_models(
+                    params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs, decide=False
+                )  # the curve plots the paper's gap only
                 base_outputs = frames.base_outputs
                 summary = EvaluationSummary.from_dict(summarize(frames.consistency, frames.diversity, summary_settings(params)))
                 runs.log_metrics(summary.to_dict(), prefix="eval.")
@@ -243,6 +245,7 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
 
 def _write_results(params: Params, record: dict, out: Path) -> None:
     """Copy the arm's results into `out` as a whole (`contracts.atomic.atomic_dir`)."""
+
     def write(tmp: Path) -> None:
         for file in COPIED:
             if (params.paths.reports / file).is_file():
@@ -324,8 +327,12 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
             print(f"[study] {step(params, parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)
-            if arm_done(chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind)) and not curve_pending(arm, chosen_study, arm_name):
-                print(f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped")
+            if arm_done(chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind)) and not curve_pending(
+                arm, chosen_study, arm_name
+            ):
+                print(
+                    f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped"
+                )
                 continue
             run_arm(arm, chosen_study, arm_name, parent)
             write_study_report(chosen_study)

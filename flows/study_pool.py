@@ -33,6 +33,7 @@ from components.contracts.errors import UserError
 from components.study.store import STORE_ENV, ArmStore, Mirror, pull_checkpoints, pull_results, push_results
 from flows.study import (
     Study,
+    _trained,
     arm_done,
     arm_fingerprint,
     arm_params,
@@ -42,7 +43,6 @@ from flows.study import (
     report_files,
     run_arm,
     write_study_report,
-    _trained,
 )
 
 DEPLOYMENT = "groupwise-study-arm"
@@ -84,7 +84,9 @@ def _prepare_project(params, parent: str | None) -> None:
         fcntl.flock(fh, fcntl.LOCK_EX)
         for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model):
             print(f"[study] {step(params, parent).summary}")
-        print(f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model)}")
+        print(
+            f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model)}"
+        )
 
 
 @flow(name=FLOW_NAME, log_prints=True, retries=ARM_RETRIES, retry_delay_seconds=5)
@@ -261,7 +263,6 @@ def submit_study(
     if concurrency < 1:
         raise ParamsError(f"study --concurrency: {concurrency} (at least 1 arm at a time)")
     params, chosen = load_study(params_path, name)
-    config = chosen.config
     picked = pick_arms(chosen, arms)
     shared = store_path(store)
     url = _require_server()
@@ -304,7 +305,11 @@ def submit_study(
                  f"give the workers and this command a shared --store (or ${STORE_ENV}), or run the workers in this project folder")  # fmt: skip
         raise StudyPoolError(f"study --submit: arm(s) {missing} finished on workers whose results this project cannot see: {where}")
     if failed:
-        raise StudyPoolError(f"study --submit: arm(s) did not finish: " + "; ".join(f"{a}: {m}" for a, m in failed.items()) + f" (report from the others: {path})")
+        raise StudyPoolError(
+            "study --submit: arm(s) did not finish: "
+            + "; ".join(f"{a}: {m}" for a, m in failed.items())
+            + f" (report from the others: {path})"
+        )
     log(f"[study] {path}")
     return path
 
@@ -323,7 +328,10 @@ def _wait(client, study: Study, flow_runs: dict, params, store: Path | None, pol
             label = f"{run.state_name}" + (f" (run {run.run_count})" if run.run_count > 1 else "")
             if seen.get(arm) != label:
                 seen[arm] = label
-                log(f"[{study.folder}/{arm}] {label} at {time.monotonic() - started:.0f} s" + (f": {run.state.message}" if run.state and run.state.message and not run.state.is_running() else ""))
+                log(
+                    f"[{study.folder}/{arm}] {label} at {time.monotonic() - started:.0f} s"
+                    + (f": {run.state.message}" if run.state and run.state.message and not run.state.is_running() else "")
+                )
             if run.state is not None and run.state.is_crashed() and run.run_count <= ARM_RETRIES:
                 crashed.setdefault(arm, time.monotonic())
                 if time.monotonic() - crashed[arm] < RESCHEDULE_GRACE_SECONDS:

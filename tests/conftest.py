@@ -37,7 +37,7 @@ _pin_xdist_worker()  # before anything imports torch
 for _leaky in ("PREFECT_API_URL", "PREFECT_API_KEY"):
     os.environ.pop(_leaky, None)
 # what a project copy needs to run the pipeline (code is imported from the installed package)
-PROJECT_FILES = ["params.yaml", "dvc.yaml", "data/templates", "data/templates_gapo", "components", "flows", ".dvcignore"]
+PROJECT_FILES = ["params.yaml", "studies", "dvc.yaml", "data/templates", "data/templates_gapo", "components", "flows", ".dvcignore"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -90,7 +90,9 @@ def tiny_vllm_model_dir(tmp_path_factory) -> Path:
     the default tiny model's head_dim 16 is refused with "Unsupported CPU attention configuration")."""
     from components.config import TinyModelConfig
 
-    return provisioned_model(tmp_path_factory, "tiny-vllm", source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1))
+    return provisioned_model(
+        tmp_path_factory, "tiny-vllm", source="tiny", tiny=TinyModelConfig(num_attention_heads=2, num_key_value_heads=1)
+    )
 
 
 _BENCHMARK_DATA: dict[str, Path] = {}
@@ -131,6 +133,10 @@ def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Pat
     raw = yaml.safe_load(params_path.read_text())
     raw["profile"] = profile
     for dotted, value in (overrides or {}).items():
+        keys = dotted.split(".")
+        replaced = ["consistency"] if keys[0] == "study" else keys[1:2] or list(value) if keys[0] == "studies" else []
+        for name in replaced:  # a study given inline replaces its file in studies/
+            (dest / "studies" / f"{name}.yaml").unlink(missing_ok=True)
         node = raw
         *parents, leaf = dotted.split(".")
         for key in parents:
@@ -209,4 +215,3 @@ def pytest_report_header(config):
         kind = f"unknown ({exc})"
     required = " (required: GROUPWISE_REQUIRE_POSTGRES=1)" if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1" else ""
     return f"groupwise: MLflow server tests on {kind}{required}"
-

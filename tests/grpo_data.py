@@ -29,7 +29,7 @@ def diversity_group(group_id: str, question: str, valid_answers: list[str], doma
 
 
 def colour_group(*valid_answers: str) -> PromptGroup:
-    """"Name a colour" with `valid_answers` as its valid set (the GAPO and SEED-GRPO tests' task)."""
+    """ "Name a colour" with `valid_answers` as its valid set (the GAPO and SEED-GRPO tests' task)."""
     return diversity_group("colour", "Name a colour. Answer with just the name.", list(valid_answers), domain="colour")
 
 

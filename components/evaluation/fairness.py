@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logsumexp
 
+from components.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.config import FairnessConfig
 from components.contracts.summary import BenchmarkSummary, DiscriminationScore
-from components.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.evaluation.discrimination import (
     demographics,
     matched_pairs,
@@ -122,15 +122,25 @@ def summarize_decisions(
     paired = {d.key: pd.concat([effects["base"][d.key], effects["tuned"][d.key]], axis=1).dropna() for d in demos}
     comparisons = adjust(
         [
-            compare(FAMILY, f"{bench.name}.{key}", pair.iloc[:, 0], pair.iloc[:, 1], labels=("base", "tuned"),
-                    n_resamples=n_resamples, confidence=confidence, seed=seed)  # fmt: skip
+            compare(
+                FAMILY,
+                f"{bench.name}.{key}",
+                pair.iloc[:, 0],
+                pair.iloc[:, 1],
+                labels=("base", "tuned"),
+                n_resamples=n_resamples,
+                confidence=confidence,
+                seed=seed,
+            )  # fmt: skip
             for key, pair in paired.items()
         ],
         alpha,
     )
     by_metric = {c.metric: c for c in comparisons}
     scores = {
-        d.key: _score(d, matched_pairs(table, d), int(effects["base"][d.key].notna().sum()), fits, checks, by_metric[f"{bench.name}.{d.key}"])
+        d.key: _score(
+            d, matched_pairs(table, d), int(effects["base"][d.key].notna().sum()), fits, checks, by_metric[f"{bench.name}.{d.key}"]
+        )
         for d in demos
     }
     summary = BenchmarkSummary(
@@ -149,7 +159,13 @@ def effects_long(name: str, effects: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per-question effects of both models in long format (`EFFECT_COLUMNS`)."""
     base, tuned = effects["base"], effects["tuned"]
     rows = [
-        {"benchmark": name, "question_id": int(q), "demographic": key, "base_effect": float(base.loc[q, key]), "tuned_effect": float(tuned.loc[q, key])}
+        {
+            "benchmark": name,
+            "question_id": int(q),
+            "demographic": key,
+            "base_effect": float(base.loc[q, key]),
+            "tuned_effect": float(tuned.loc[q, key]),
+        }
         for key in base.columns
         for q in base.index
         if pd.notna(base.loc[q, key]) and pd.notna(tuned.loc[q, key])

@@ -54,7 +54,7 @@ def _table(header: list[str], rows: list[list[object]], classes: list[str] | Non
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>")
-    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _image(path: Path) -> str:
@@ -64,7 +64,7 @@ def _image(path: Path) -> str:
 
 def _section_rows(name: str, section: dict) -> list[list[object]]:
     """metric | what it is | better | base | tuned | tuned − base for every base_<m> / tuned_<m> key."""
-    keys = sorted({k[len("base_"):] for k in section if k.startswith("base_")})
+    keys = sorted({k[len("base_") :] for k in section if k.startswith("base_")})
     rows = []
     for key in keys:
         base, tuned = section.get(f"base_{key}"), section.get(f"tuned_{key}")
@@ -78,11 +78,12 @@ def _metric_table(name: str, section: dict) -> str:
     rows = _section_rows(name, section)
     head = "".join(f"<th>{h}</th>" for h in ("metric", "what it is", "better", "base", "tuned", "tuned − base"))
     body = "".join(
-        f"<tr><td>{html.escape(r[0])}</td><td class=\"def\">{html.escape(r[1])}</td><td>{html.escape(r[2])}</td>"
-        + "".join(f"<td>{_cell(v)}</td>" for v in r[3:]) + "</tr>"
+        f'<tr><td>{html.escape(r[0])}</td><td class="def">{html.escape(r[1])}</td><td>{html.escape(r[2])}</td>'
+        + "".join(f"<td>{_cell(v)}</td>" for v in r[3:])
+        + "</tr>"
         for r in rows
     )
-    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def render_verdict(decision: GateDecision | None, note: str = "") -> str:
@@ -117,11 +118,37 @@ def _fairness(summary: EvaluationSummary) -> list[str]:
             f"from {html.escape(b.method)}. Share of yes: base {_cell(b.base_yes_share)}, tuned {_cell(b.tuned_yes_share)}; "
             f"question profile (Spearman, tuned vs base) {_cell(b.profile_correlation)}. Gated: {html.escape(', '.join(b.gated))}.</p>",
             _table(
-                ["demographic", "baseline", "base score", "CI low", "CI high", "tuned score", "CI low", "CI high",
-                 "change", "CI low", "CI high", "q (BH)"],
-                [[f"{s.axis} {s.value}", s.baseline, s.base_score, s.base_ci_low, s.base_ci_high, s.tuned_score,
-                  s.tuned_ci_low, s.tuned_ci_high, s.delta, s.delta_ci_low, s.delta_ci_high, s.delta_q_value]
-                 for s in b.scores.values()],
+                [
+                    "demographic",
+                    "baseline",
+                    "base score",
+                    "CI low",
+                    "CI high",
+                    "tuned score",
+                    "CI low",
+                    "CI high",
+                    "change",
+                    "CI low",
+                    "CI high",
+                    "q (BH)",
+                ],
+                [
+                    [
+                        f"{s.axis} {s.value}",
+                        s.baseline,
+                        s.base_score,
+                        s.base_ci_low,
+                        s.base_ci_high,
+                        s.tuned_score,
+                        s.tuned_ci_low,
+                        s.tuned_ci_high,
+                        s.delta,
+                        s.delta_ci_low,
+                        s.delta_ci_high,
+                        s.delta_q_value,
+                    ]
+                    for s in b.scores.values()
+                ],
                 ["sig" if key in b.gated else "" for key in b.scores],
             ),  # fmt: skip
         ]
@@ -166,8 +193,10 @@ def render_html(
         f"<h2>Headline: the paper's gap on {html.escape(str(c.axis))} (|mean H(A) − mean H(B)| per group)</h2>",
         _table(
             ["scope", "groups", "base gap", "tuned gap", "relative reduction", "CI low", "CI high", "p (t)", "q (BH)"],
-            [[name, r.n_groups, r.base_mean_gap, r.tuned_mean_gap, r.relative_gap_reduction,
-              r.ci_low, r.ci_high, r.p_value, r.q_value] for name, r in scopes],
+            [
+                [name, r.n_groups, r.base_mean_gap, r.tuned_mean_gap, r.relative_gap_reduction, r.ci_low, r.ci_high, r.p_value, r.q_value]
+                for name, r in scopes
+            ],
         ),  # fmt: skip
         f"<p>Detectable reduction at alpha = {_cell(c.alpha)} with power {_cell(c.power)}: "
         f"{_cell(c.detectable_reduction)} ({_cell(c.detectable_relative_reduction)} of the base gap). "
@@ -183,8 +212,41 @@ def render_html(
         "<h2>Paired tests</h2><p>delta = b − a with a paired bootstrap confidence interval; "
         "q: Benjamini–Hochberg within each family; highlighted: q &lt; alpha.</p>",
         _table(
-            ["family", "metric", "model", "a", "b", "n", "mean a", "mean b", "delta", "CI low", "CI high", "p (t)", "p (Wilcoxon)", "q (BH)"],
-            [[x.family, x.metric, x.model or "-", x.a, x.b, x.n, x.mean_a, x.mean_b, x.delta, x.ci_low, x.ci_high, x.p_t, x.p_wilcoxon, x.q_bh] for x in comparisons],
+            [
+                "family",
+                "metric",
+                "model",
+                "a",
+                "b",
+                "n",
+                "mean a",
+                "mean b",
+                "delta",
+                "CI low",
+                "CI high",
+                "p (t)",
+                "p (Wilcoxon)",
+                "q (BH)",
+            ],
+            [
+                [
+                    x.family,
+                    x.metric,
+                    x.model or "-",
+                    x.a,
+                    x.b,
+                    x.n,
+                    x.mean_a,
+                    x.mean_b,
+                    x.delta,
+                    x.ci_low,
+                    x.ci_high,
+                    x.p_t,
+                    x.p_wilcoxon,
+                    x.q_bh,
+                ]
+                for x in comparisons
+            ],
             ["sig" if x.significant else "" for x in comparisons],
         ),
         "<h2>Plots</h2>",

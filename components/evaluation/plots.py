@@ -59,8 +59,7 @@ def plot_gaps(consistency: pd.DataFrame, summary: dict, path: Path) -> None:
     axes.set_xlabel("base entropy gap (nats)")
     axes.set_ylabel("tuned entropy gap (nats)")
     axes.set_title(
-        f"entropy gap per group: mean base {_fmt(summary.get('base_mean_gap'))}, "
-        f"tuned {_fmt(summary.get('tuned_mean_gap'))}",
+        f"entropy gap per group: mean base {_fmt(summary.get('base_mean_gap'))}, tuned {_fmt(summary.get('tuned_mean_gap'))}",
         fontsize=10,
     )
     figure.tight_layout()

@@ -23,9 +23,9 @@ from components.contracts.errors import UserError
 from components.data.schema import PromptGroup
 from components.embeddings import threshold_clusters
 from components.evaluation.metrics import (
+    all_valid,
     axis_gap,
     axis_value_entropies,
-    all_valid,
     coverage,
     cross_variant_cosine,
     distance_to_uniform,
@@ -115,14 +115,10 @@ def _check_samples(group: PromptGroup, model: str, samples: dict[str, list[str]]
     expected = [m.variant_id for m in group.members]
     unknown = sorted(set(samples) - set(expected))
     if unknown:
-        raise ValueError(
-            f"group {group.group_id!r}: {model} samples for unknown variants {unknown}"
-        )
+        raise ValueError(f"group {group.group_id!r}: {model} samples for unknown variants {unknown}")
     for variant_id in expected:
         if not samples.get(variant_id):
-            raise ValueError(
-                f"group {group.group_id!r}, variant {variant_id!r}: no {model} samples"
-            )
+            raise ValueError(f"group {group.group_id!r}, variant {variant_id!r}: no {model} samples")
 
 
 def axis_means(group: PromptGroup, samples: dict[str, list[str]], score: Callable[[str], float]) -> dict[str, float]:
@@ -259,9 +255,7 @@ def diversity_record(
     if not group.valid_answers:
         raise ValueError(f"group {group.group_id!r}: diversity task without valid_answers")
     if len(base) < 2 or len(tuned) < 2:
-        raise ValueError(
-            f"group {group.group_id!r}: {len(base)} base and {len(tuned)} tuned samples; diversity needs >= 2 each"
-        )
+        raise ValueError(f"group {group.group_id!r}: {len(base)} base and {len(tuned)} tuned samples; diversity needs >= 2 each")
     if len(base) != len(tuned):
         raise ValueError(
             f"group {group.group_id!r}: {len(base)} base vs {len(tuned)} tuned samples "
@@ -442,8 +436,10 @@ def _summarize_consistency(frame: pd.DataFrame, settings: SummarySettings, notes
         "n_paraphrased_groups": int(paraphrased.sum()),
         "base_paraphrase_gap": float(frame.loc[paraphrased, "base_paraphrase_gap"].mean()) if paraphrased.any() else None,
         "tuned_paraphrase_gap": float(frame.loc[paraphrased, "tuned_paraphrase_gap"].mean()) if paraphrased.any() else None,
-        "base_signed_diff": signed["base"][0], "base_signed_diff_p": signed["base"][1],
-        "tuned_signed_diff": signed["tuned"][0], "tuned_signed_diff_p": signed["tuned"][1],
+        "base_signed_diff": signed["base"][0],
+        "base_signed_diff_p": signed["base"][1],
+        "tuned_signed_diff": signed["tuned"][0],
+        "tuned_signed_diff_p": signed["tuned"][1],
         "gap_change_reason": reason,
         "detectable_reduction": detectable,
         "detectable_relative_reduction": None if detectable is None or not base_gap else detectable / base_gap,

@@ -35,7 +35,9 @@ from components.contracts.summary import (
     write_summary,
 )
 from components.evaluation.comparisons import comparisons_frame
+from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
 from components.evaluation.html_report import render_html
+from components.evaluation.metric_labels import DIVERSITY as DIVERSITY_LABELS
 from components.evaluation.plots import (
     answer_frequency_long,
     metric_deltas_frame,
@@ -45,8 +47,6 @@ from components.evaluation.plots import (
     plot_gaps,
     plot_metric_deltas,
 )
-from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
-from components.evaluation.metric_labels import DIVERSITY as DIVERSITY_LABELS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
 from components.registry.gate import GateDecision
@@ -135,9 +135,7 @@ CONSISTENCY_ROWS = (
 )
 # one label per diversity metric, shared with the report page (metric_labels.DIVERSITY), in DIVERSITY_METRICS order
 DIVERSITY_ROWS = tuple(
-    (f"{m.label} (lower is better)" if m.better == "lower" else m.label, key)
-    for key in DIVERSITY_METRICS
-    for m in [DIVERSITY_LABELS[key]]
+    (f"{m.label} (lower is better)" if m.better == "lower" else m.label, key) for key in DIVERSITY_METRICS for m in [DIVERSITY_LABELS[key]]
 )
 for _record, _rows in ((ConsistencySummary, CONSISTENCY_ROWS), (DiversitySummary, DIVERSITY_ROWS)):
     for _, _metric in _rows:  # a row whose field the summary lacks fails here, on import
@@ -175,7 +173,8 @@ def headline_lines(consistency: ConsistencySummary) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     scopes: list[tuple[str, DomainTest | ConsistencySummary]] = [
-        *((f"domain `{d}`", r) for d, r in c.per_domain.items()), ("**overall**", c)
+        *((f"domain `{d}`", r) for d, r in c.per_domain.items()),
+        ("**overall**", c),
     ]
     for name, r in scopes:
         ci = "n/a" if r.ci_low is None else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
@@ -270,9 +269,7 @@ def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comp
             lines.append(f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {tuned - base:+.{digits}f} |")
             continue
         label = f"{name} (diversity tasks)" if part == "diversity" and metric in _CONSISTENCY_METRICS else name
-        lines.append(
-            f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |"
-        )
+        lines.append(f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |")
     c = consistency
     lines += [
         "",

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from components.benchmarks import BENCHMARKS
 from components.config import Params
 from components.contracts.checkpoint import (
     ADAPTER_CONFIG,
@@ -36,7 +37,6 @@ from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
-from components.benchmarks import BENCHMARKS
 from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
 from components.evaluation.records import (
     EvaluationInputError,
@@ -89,9 +89,7 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
     """Held-out consistency groups balanced across domains, and one phrasing per diversity task."""
     heldout = [g for g in groups if g.split == "heldout"]
     domains = params.eval.domains
-    consistency = interleave_domains(
-        select_groups(heldout, ["consistency"], domains)
-    )
+    consistency = interleave_domains(select_groups(heldout, ["consistency"], domains))
     consistency = consistency[: params.eval.max_consistency_groups]
     first_phrasing: dict[str, PromptGroup] = {}
     for group in heldout:
@@ -100,8 +98,7 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
     diversity = list(first_phrasing.values())[: params.eval.max_diversity_tasks]
     if not consistency:
         raise EvaluationInputError(
-            f"empty evaluation set: no held-out consistency groups among {len(groups)} groups "
-            f"({len(heldout)} held out)"
+            f"empty evaluation set: no held-out consistency groups among {len(groups)} groups ({len(heldout)} held out)"
         )
     check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
@@ -266,9 +263,15 @@ def evaluate_models(
             for model_name, outs in (("base", b), ("tuned", t)):
                 samples += [
                     {
-                        "group_id": group.group_id, "task": group.task, "variant_id": member.variant_id,
-                        "model": model_name, "sample": j, "text": s.text, "n_tokens": len(s.completion_ids),
-                        "mean_logprob": s.mean_logprob, "truncated": s.truncated,
+                        "group_id": group.group_id,
+                        "task": group.task,
+                        "variant_id": member.variant_id,
+                        "model": model_name,
+                        "sample": j,
+                        "text": s.text,
+                        "n_tokens": len(s.completion_ids),
+                        "mean_logprob": s.mean_logprob,
+                        "truncated": s.truncated,
                     }  # fmt: skip
                     for j, s in enumerate(outs)
                 ]
@@ -276,8 +279,7 @@ def evaluate_models(
         tuned_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, tuned_g)}
         if group.task == "consistency":
             truncated = {
-                model: float(np.mean([s.truncated for out in outs for s in out]))
-                for model, outs in (("base", base_g), ("tuned", tuned_g))
+                model: float(np.mean([s.truncated for out in outs for s in out])) for model, outs in (("base", base_g), ("tuned", tuned_g))
             }
             rows_c.append(
                 consistency_record(
@@ -290,7 +292,12 @@ def evaluate_models(
             variant = group.members[0].variant_id
             rows_d.append(
                 diversity_record(
-                    group, base_texts[variant], tuned_texts[variant], normalize, params.reward.entropy_max_words, semantics,
+                    group,
+                    base_texts[variant],
+                    tuned_texts[variant],
+                    normalize,
+                    params.reward.entropy_max_words,
+                    semantics,
                     entropy_scope=params.reward.entropy_scope,
                 )
             )
@@ -412,8 +419,11 @@ class Evaluation:
         invalid = "" if c.valid else f" INVALID: {c.invalid_reason};"
         decisions = "".join(
             f"; {name} "
-            + ", ".join(f"{s.value} vs {s.baseline} {s.base_score:+.3f} -> {s.tuned_score:+.3f}" for key, s in b.scores.items()
-                        if key in b.gated and s.base_score is not None and s.tuned_score is not None)  # fmt: skip
+            + ", ".join(
+                f"{s.value} vs {s.baseline} {s.base_score:+.3f} -> {s.tuned_score:+.3f}"
+                for key, s in b.scores.items()
+                if key in b.gated and s.base_score is not None and s.tuned_score is not None
+            )  # fmt: skip
             + f" logit ({b.n_prompts} prompts)"
             for name, b in self.summary.fairness.items()
         )
@@ -431,10 +441,17 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     from components.data import load_groups
 
     cfg, out = params.eval, params.paths.reports
-    frames = evaluate_models(params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest)
+    frames = evaluate_models(
+        params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest
+    )
     fairness = fairness_results(frames, params)
     summary = evaluation_summary(frames, params, evaluated, fairness)
-    settings = {"alpha": cfg.significance_level, "confidence_level": cfg.confidence_level, "bootstrap_resamples": cfg.bootstrap_resamples, "seed": params.seed}
+    settings = {
+        "alpha": cfg.significance_level,
+        "confidence_level": cfg.confidence_level,
+        "bootstrap_resamples": cfg.bootstrap_resamples,
+        "seed": params.seed,
+    }
     comparisons = compare_all(
         frames.consistency, frames.diversity, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
         confidence=cfg.confidence_level, seed=params.seed,

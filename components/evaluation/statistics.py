@@ -59,9 +59,7 @@ def paired_test(base: Sequence[float], tuned: Sequence[float]) -> PairedTest:
     Raises ValueError when the lengths differ or a value is not finite.
     """
     if len(base) != len(tuned):
-        raise ValueError(
-            f"paired test needs equal lengths, got {len(base)} base vs {len(tuned)} tuned"
-        )
+        raise ValueError(f"paired test needs equal lengths, got {len(base)} base vs {len(tuned)} tuned")
     b = np.asarray(base, dtype=float)
     t = np.asarray(tuned, dtype=float)
     if not (np.isfinite(b).all() and np.isfinite(t).all()):
@@ -81,10 +79,7 @@ def paired_test(base: Sequence[float], tuned: Sequence[float]) -> PairedTest:
         notes.append(f"n={n} < 2: paired t-test and Wilcoxon test are undefined")
     else:
         if constant:
-            notes.append(
-                "differences base - tuned have zero variance: t statistic is undefined "
-                "(0/0 or infinite), p_value is null"
-            )
+            notes.append("differences base - tuned have zero variance: t statistic is undefined (0/0 or infinite), p_value is null")
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -117,9 +112,7 @@ def paired_test(base: Sequence[float], tuned: Sequence[float]) -> PairedTest:
 # --- paired bootstrap intervals and Benjamini–Hochberg across metrics ------------------------------
 
 
-def bootstrap_ci(
-    a: Sequence[float], b: Sequence[float], n_resamples: int, confidence: float, seed: int
-) -> tuple[float, float] | None:
+def bootstrap_ci(a: Sequence[float], b: Sequence[float], n_resamples: int, confidence: float, seed: int) -> tuple[float, float] | None:
     """Paired percentile bootstrap interval of the mean difference d̄ = mean(b_i − a_i).
 
     Resamples the n pairs with replacement (`scipy.stats.bootstrap`, paired=True, seeded), takes
@@ -206,9 +199,7 @@ def compare(
 def adjust(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     """Benjamini–Hochberg over the t-test p-values of one family; significant = q_bh < alpha."""
     q_values = benjamini_hochberg([c.p_t for c in comparisons])
-    return [
-        replace(c, q_bh=q, significant=q is not None and q < alpha) for c, q in zip(comparisons, q_values)
-    ]
+    return [replace(c, q_bh=q, significant=q is not None and q < alpha) for c, q in zip(comparisons, q_values)]
 
 
 # --- power: the smallest change a design can see, and a one-sample test of a bias ----------------

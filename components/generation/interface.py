@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from components.contracts.errors import UserError
 from components.config import EvalConfig
+from components.contracts.errors import UserError
 from components.contracts.naming import NameRegistry
 from components.generation.sampling import SamplingConfig
 
@@ -49,15 +49,11 @@ class GenerationEngine(Protocol):
     name: str
     tokenizer: object  # the model's tokenizer (the one the prompts are encoded with)
 
-    def generate(
-        self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None
-    ) -> list[list[Sample]]:
+    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None) -> list[list[Sample]]:
         """cfg.n samples for every prompt (user messages, chat template applied by the engine)."""
         ...
 
-    def choice_logprobs(
-        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
-    ) -> list[list[float]]:
+    def choice_logprobs(self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None) -> list[list[float]]:
         """Per prompt, log p(c | prompt) of each token id c of `choice_ids` at the position after the
         assistant prefix: one prefill, no sampling, deterministic (decision benchmarks)."""
         ...
@@ -89,6 +85,5 @@ def validate_samples(outputs: list[list[Sample]], n_prompts: int, n: int, engine
     if len(outputs) != n_prompts or any(len(samples) != n for samples in outputs):
         counts = sorted({len(samples) for samples in outputs})
         raise RuntimeError(
-            f"{engine} engine returned {len(outputs)} prompt outputs with {counts} samples each "
-            f"for {n_prompts} prompts x n={n}"
+            f"{engine} engine returned {len(outputs)} prompt outputs with {counts} samples each for {n_prompts} prompts x n={n}"
         )

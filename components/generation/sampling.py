@@ -42,9 +42,7 @@ class Completion:
 
 def chat_prompt(tokenizer, user_text: str) -> str:
     """The user message wrapped in the tokenizer's chat template, ready for the assistant turn."""
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_text}], add_generation_prompt=True, tokenize=False
-    )
+    return tokenizer.apply_chat_template([{"role": "user", "content": user_text}], add_generation_prompt=True, tokenize=False)
 
 
 def answer_prompt(tokenizer, user_text: str, assistant_prefix: str) -> str:
@@ -162,9 +160,7 @@ class TransformersEngine:
         return [(ids, lps, not finished_row) for ids, lps, finished_row in zip(tokens, logprobs, done)]
 
 
-def sample_next(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per row from softmax(logits / T), restricted to the top-p nucleus (Holtzman et al. 2020),
     and its log-prob under softmax(logits / T). T = 0 is greedy: the argmax, with its log-prob under
     softmax(logits)."""

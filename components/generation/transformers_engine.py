@@ -87,9 +87,7 @@ class TransformersGenerationEngine:
     def tokenizer(self):
         return self._tokenizer
 
-    def choice_logprobs(
-        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
-    ) -> list[list[float]]:
+    def choice_logprobs(self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None) -> list[list[float]]:
         """log_softmax of the last position's logits (fp32) at `choice_ids`, prompts left-padded,
         `batch_size` prompts per forward pass."""
         model = self._model_for(adapter)

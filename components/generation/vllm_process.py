@@ -114,9 +114,7 @@ def _load_into_worker(worker, weights: list) -> int:
 
     for name in ("layerwise", "inplace"):
         logging.getLogger(f"vllm.model_executor.model_loader.reload.{name}").setLevel(logging.ERROR)
-    worker.model_runner.reload_weights(
-        weights_iterator=((name, _from_bytes(*spec)) for name, spec in weights), is_checkpoint_format=True
-    )
+    worker.model_runner.reload_weights(weights_iterator=((name, _from_bytes(*spec)) for name, spec in weights), is_checkpoint_format=True)
     return len(weights)
 
 

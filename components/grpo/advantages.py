@@ -87,9 +87,9 @@ seed_grpo_advantage.uses_uncertainty = True
 def seed_scale(u: torch.Tensor, alpha: float, scaling: str) -> torch.Tensor:
     """f(u) for u = SE / log G in [0, 1]:
 
-        linear  max(1 - alpha u, 0)   the paper's form
-        exp     exp(-alpha u)         never reaches 0: the most uncertain group keeps e^-alpha
-        focal   (1 - u)^alpha         alpha as the focusing exponent (focal loss's gamma)
+    linear  max(1 - alpha u, 0)   the paper's form
+    exp     exp(-alpha u)         never reaches 0: the most uncertain group keeps e^-alpha
+    focal   (1 - u)^alpha         alpha as the focusing exponent (focal loss's gamma)
     """
     if scaling == "linear":
         return (1.0 - alpha * u).clamp(min=0.0)

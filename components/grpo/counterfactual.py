@@ -35,7 +35,9 @@ def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer
     """One optimizer step of counterfactual logit pairing on `groups` (decision groups only);
     micro-batches of `groups_per_micro_batch` groups accumulate into one step."""
     if any(g.decision is None for g in groups):
-        raise ValueError("train.objective counterfactual_logit_pairing: every training group must be a decision group (data.decision_groups)")
+        raise ValueError(
+            "train.objective counterfactual_logit_pairing: every training group must be a decision group (data.decision_groups)"
+        )
     tokenizer.padding_side = "left"
     model.train()
     optimizer.zero_grad(set_to_none=True)

@@ -24,9 +24,7 @@ from components.generation.sampling import SamplingConfig, answer_prompt, sample
 
 
 @torch.no_grad()
-def decision_rollouts(
-    model, tokenizer, groups: list[tuple[int, PromptGroup]], sampling: SamplingConfig, batch_size: int
-) -> list[Rollout]:
+def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], sampling: SamplingConfig, batch_size: int) -> list[Rollout]:
     """K one-token samples of every variant of every (batch index, decision group), with ℓ_v."""
     owners = [(g, group, member) for g, group in groups for member in group.members]
     texts = [answer_prompt(tokenizer, m.text, group.decision.answer_prefix) for _, group, m in owners]
@@ -50,9 +48,17 @@ def decision_rollouts(
                 logodds = float(torch.logsumexp(log_probs[row, yes], 0) - torch.logsumexp(log_probs[row, no], 0))
                 ids = tuple(t for t, m in zip(enc["input_ids"][row].tolist(), enc["attention_mask"][row].tolist()) if m)
                 rollouts += [
-                    Rollout(group_index=g, group_id=group.group_id, variant_id=member.variant_id, prompt=member.text,
-                            completion=tokenizer.decode([token]).strip(), prompt_ids=ids, completion_ids=(token,),
-                            truncated=False, decision_logodds=logodds)  # fmt: skip
+                    Rollout(
+                        group_index=g,
+                        group_id=group.group_id,
+                        variant_id=member.variant_id,
+                        prompt=member.text,
+                        completion=tokenizer.decode([token]).strip(),
+                        prompt_ids=ids,
+                        completion_ids=(token,),
+                        truncated=False,
+                        decision_logodds=logodds,
+                    )  # fmt: skip
                     for token in chosen[row]
                 ]
     finally:

@@ -131,9 +131,7 @@ def pack_shared(rollouts: Sequence[Rollout], pad_id: int) -> SharedPromptBatch:
     return SharedPromptBatch(prompt_ids, prompt_mask, torch.tensor(prompt_of), completion, completion_mask)
 
 
-def shared_prompt_logprobs(
-    model, batch: SharedPromptBatch, temperature: float = 1.0, with_entropy: bool = False
-) -> TokenStats:
+def shared_prompt_logprobs(model, batch: SharedPromptBatch, temperature: float = 1.0, with_entropy: bool = False) -> TokenStats:
     """Same result as `completion_logprobs(model, pack(...))`, computing each prompt once."""
     from transformers import DynamicCache
 
@@ -153,13 +151,17 @@ def shared_prompt_logprobs(
     prompt_len = batch.prompt_mask.sum(dim=1)[batch.prompt_of]
     width = batch.completion_ids.shape[1]
     positions = prompt_len.unsqueeze(1) + torch.arange(width, device=prompt_len.device).unsqueeze(0)
-    rest = model(
-        input_ids=batch.completion_ids[:, :-1] if width > 1 else batch.completion_ids[:, :0],
-        attention_mask=mask[:, :-1],
-        position_ids=positions[:, :-1],
-        past_key_values=cache,
-        use_cache=True,
-    ) if width > 1 else None
+    rest = (
+        model(
+            input_ids=batch.completion_ids[:, :-1] if width > 1 else batch.completion_ids[:, :0],
+            attention_mask=mask[:, :-1],
+            position_ids=positions[:, :-1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        if width > 1
+        else None
+    )
     logits = first.logits[batch.prompt_of]  # (B, 1, V): predicts the first completion token
     if rest is not None:
         logits = torch.cat([logits, rest.logits], dim=1)

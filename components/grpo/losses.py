@@ -119,6 +119,4 @@ def clipped_token_loss(
         loss = loss + beta * kl
     else:
         kl = torch.zeros_like(logp)
-    return TokenLossTerms(
-        loss=loss, kl=kl.detach(), clipped_low=surrogate.clipped_low, clipped_high=surrogate.clipped_high
-    )
+    return TokenLossTerms(loss=loss, kl=kl.detach(), clipped_low=surrogate.clipped_low, clipped_high=surrogate.clipped_high)

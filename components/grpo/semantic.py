@@ -28,7 +28,6 @@ from components.contracts.rollouts import Rollout
 from components.rewards.diversity import group_answers
 from components.rewards.entropy import words
 
-
 Clusterer = Callable[[Sequence[Rollout], PromptGroup, AdvantageConfig], list[Hashable]]
 CLUSTERERS = NameRegistry[Clusterer]("clusterer")
 register_clusterer = CLUSTERERS.register
@@ -43,10 +42,7 @@ def answer_clusters(rollouts: Sequence[Rollout], group: PromptGroup, cfg: Advant
     """A meaning-cluster key per rollout: the normalised answer, else the normalised text."""
     has_valid_set = bool(group.valid_answers and group.answer_normalizer)
     answers = group_answers(list(rollouts), group) if has_valid_set else [None] * len(rollouts)
-    return [
-        ("answer", answer) if answer is not None else ("text", " ".join(words(r.completion)))
-        for r, answer in zip(rollouts, answers)
-    ]
+    return [("answer", answer) if answer is not None else ("text", " ".join(words(r.completion))) for r, answer in zip(rollouts, answers)]
 
 
 class ClusteringError(UserError, ValueError):

@@ -32,17 +32,17 @@ from components.contracts.checkpoint import CheckpointLayout
 from components.contracts.errors import UserError
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
+from components.generation.context import check_fits, context_length, longest_prompt_tokens
 from components.generation.sampling import SamplingConfig
 from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncertainty
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
-from components.grpo.distributed import DistContext, init_from_env
-from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.counterfactual import clp_update
 from components.grpo.decisions import decision_spreads
+from components.grpo.distributed import DistContext, init_from_env
+from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
-from components.generation.context import check_fits, context_length, longest_prompt_tokens
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
@@ -81,9 +81,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def group_schedule(
-    groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True
-) -> list[list[PromptGroup]]:
+def group_schedule(groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True) -> list[list[PromptGroup]]:
     """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step)."""
     if not groups:
         raise ParamsError("no training groups: check params.train.tasks and the train split")
@@ -145,9 +143,7 @@ def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[to
     needs_uncertainty = uses_uncertainty(cfg.advantage.estimator) or cfg.advantage.clustering == "answer"
     uncertainty = group_uncertainty(batch, cfg.advantage) if needs_uncertainty else None
     global_std = batch_reward_std(rewards, ctx) if cfg.advantage.scale == "batch" and ctx.enabled else None
-    advantages = get_adv_est(cfg.advantage.estimator)(
-        rewards, batch.index, cfg.advantage, uncertainty, global_std=global_std
-    )
+    advantages = get_adv_est(cfg.advantage.estimator)(rewards, batch.index, cfg.advantage, uncertainty, global_std=global_std)
     stages = advantage_stages(rewards, batch.index, cfg.advantage, advantages, global_std=global_std)
 
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
@@ -302,8 +298,12 @@ def train(
     engine = open_rollout_engine(params, model, tokenizer, base_model_dir)
     try:
         bar = tqdm(
-            range(start_step, cfg.steps + 1), desc="GRPO", unit="step", disable=not (show_progress and ctx.is_main),
-            initial=start_step - 1, total=cfg.steps,
+            range(start_step, cfg.steps + 1),
+            desc="GRPO",
+            unit="step",
+            disable=not (show_progress and ctx.is_main),
+            initial=start_step - 1,
+            total=cfg.steps,
         )
         for step in bar:
             t0 = time.perf_counter()
@@ -347,7 +347,9 @@ def train(
                 if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
                     # an evaluable adapter of this step (learning curves), beside the final checkpoint
                     seconds_so_far = elapsed_before + time.perf_counter() - started
-                    state = _final_state(params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size)
+                    state = _final_state(
+                        params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size
+                    )
                     save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
                 if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
                     progress = {
@@ -363,7 +365,12 @@ def train(
 
     seconds = elapsed_before + time.perf_counter() - started
     if ctx.is_main:
-        save_checkpoint(checkpoint_dir, model, _final_state(params, base_model_dir, cfg.steps, samples, seconds, start_step, fingerprint, history, ctx.world_size), history)
+        save_checkpoint(
+            checkpoint_dir,
+            model,
+            _final_state(params, base_model_dir, cfg.steps, samples, seconds, start_step, fingerprint, history, ctx.world_size),
+            history,
+        )
         shutil.rmtree(state_dir, ignore_errors=True)  # the run is complete: nothing left to resume
     ctx.barrier()
     return TrainResult(checkpoint_dir, cfg.steps, samples, seconds, history, resumed_from=start_step - 1)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from components.contracts.errors import UserError
 from components.config import TrainConfig
+from components.contracts.errors import UserError
 from components.contracts.rollouts import GroupBatch
 from components.grpo.distributed import DistContext
 from components.grpo.logprobs import (
@@ -111,9 +111,7 @@ def plan_micro_batches(
     return out
 
 
-def global_token_weights(
-    batch: GroupBatch, micro_batches: list[MicroBatch], cfg: TrainConfig, ctx: DistContext
-) -> torch.Tensor:
+def global_token_weights(batch: GroupBatch, micro_batches: list[MicroBatch], cfg: TrainConfig, ctx: DistContext) -> torch.Tensor:
     """This rank's per-sequence weights w_i, computed from every rank's lengths and micro-batches."""
     n = len(batch.rollouts)
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)
@@ -125,9 +123,7 @@ def global_token_weights(
     start = sum(len(lens) for lens, _, _ in gathered[: ctx.rank])  # this rank's rows in the global batch
     micro_offsets = [sum(count for _, _, count in gathered[:rank]) for rank in range(len(gathered))]
     lengths_all = torch.cat([lens for lens, _, _ in gathered])
-    micro_all = torch.cat(
-        [torch.where(micro >= 0, micro + offset, micro) for (_, micro, _), offset in zip(gathered, micro_offsets)]
-    )
+    micro_all = torch.cat([torch.where(micro >= 0, micro + offset, micro) for (_, micro, _), offset in zip(gathered, micro_offsets)])
     weights = get_loss_type(cfg.loss_type)(lengths_all, micro_all, cfg.max_new_tokens)
     return weights[start : start + n]
 

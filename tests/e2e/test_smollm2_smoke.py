@@ -19,9 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
     project = make_project(tmp_path / "project", "smoke")
-    result = subprocess.run(
-        ["groupwise", "retrain"], cwd=project, capture_output=True, text=True, env=os.environ.copy(), timeout=1400
-    )
+    result = subprocess.run(["groupwise", "retrain"], cwd=project, capture_output=True, text=True, env=os.environ.copy(), timeout=1400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "Registered groupwise-smollm2-lora version 1 as @challenger" in result.stdout
 

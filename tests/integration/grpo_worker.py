@@ -1,7 +1,7 @@
 """A training process for the resume and DDP tests (run as a subprocess, or by torchrun).
 
-    python grpo_worker.py train  --model-dir M --out O [--resume] [--steps N] [--rollout-engine vllm]  # the real trainer
-    torchrun --nproc-per-node 2 grpo_worker.py update --model-dir M --out O      # two policy updates on fixed data
+python grpo_worker.py train  --model-dir M --out O [--resume] [--steps N] [--rollout-engine vllm]  # the real trainer
+torchrun --nproc-per-node 2 grpo_worker.py update --model-dir M --out O      # two policy updates on fixed data
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.grpo_data import consistency_groups, tiny_params  # noqa: E402
-
 
 groups = consistency_groups
 params = tiny_params
@@ -50,10 +49,10 @@ def run_update(args) -> None:
     from peft import get_peft_model_state_dict
     from safetensors.torch import save_file
 
+    from components.contracts.rollouts import GroupBatch, Rollout
     from components.grpo.advantages import grpo_advantage
     from components.grpo.distributed import init_from_env
     from components.grpo.trainer import seed_everything
-    from components.contracts.rollouts import GroupBatch, Rollout
     from components.grpo.update import policy_update
     from components.models.lora import attach_lora
     from components.models.provision import load_base_model
@@ -71,7 +70,7 @@ def run_update(args) -> None:
     all_groups = groups(4)
     gen = torch.Generator().manual_seed(123)
     results = []
-    for update in range(2):
+    for _update in range(2):
         rollouts = []
         for g, group in enumerate(all_groups):
             for member in group.members:

@@ -120,7 +120,9 @@ def test_a_version_refuses_to_load_on_other_base_weights(project, tiny_model_dir
     weights.write_bytes(bytes(data))
     provenance = json.loads((params.paths.base_model / "groupwise_model.json").read_text())
     assert provenance["weights_sha256"]  # still claims the old hash
-    with pytest.raises(Exception, match=r"the base model the adapter was trained on .* is not here: the folder it was registered from .*: SHA-256 \w+, not"):
+    with pytest.raises(
+        Exception, match=r"the base model the adapter was trained on .* is not here: the folder it was registered from .*: SHA-256 \w+, not"
+    ):
         mlflow.pyfunc.load_model(uri)
 
 
@@ -164,7 +166,10 @@ def test_base_model_lookup_recorded_folder_env_var_and_packaged(tmp_path, tiny_m
     params, uri = uris["plain"]
     mlflow.set_tracking_uri(params.tracking.uri)
     mlflow.set_registry_uri(params.tracking.uri)
-    with pytest.raises(Exception, match=r"the base model the adapter was trained on .* is not here: the folder it was registered from .*: no model.safetensors; set GROUPWISE_BASE_MODEL_DIR"):
+    with pytest.raises(
+        Exception,
+        match=r"the base model the adapter was trained on .* is not here: the folder it was registered from .*: no model.safetensors; set GROUPWISE_BASE_MODEL_DIR",
+    ):
         mlflow.pyfunc.load_model(uri)
     monkeypatch.setenv("GROUPWISE_BASE_MODEL_DIR", str(tmp_path / "moved-plain"))
     assert isinstance(mlflow.pyfunc.load_model(uri).predict(["Hi"], params={"max_new_tokens": 2})[0], str)

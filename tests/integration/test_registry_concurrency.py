@@ -44,7 +44,9 @@ else:
 
 def run_together(jobs: list[list[str]], go: Path, env: dict) -> list[dict]:
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, *job, f"job{i}"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, *job, f"job{i}"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for i, job in enumerate(jobs)
     ]
     ready = [go.parent / f"ready-job{i}" for i in range(len(jobs))]
@@ -56,7 +58,7 @@ def run_together(jobs: list[list[str]], go: Path, env: dict) -> list[dict]:
     outputs = [p.communicate(timeout=300) for p in procs]
     for path in (go, *ready):
         path.unlink()
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
 
@@ -111,9 +113,7 @@ def test_concurrent_registrations_and_promotions_keep_aliases_consistent(backend
     assert assert_consistent(client) == {"challenger": "3"}
 
     # two promotions at once: serialised, so the loser's champion becomes previous-champion
-    results = run_together(
-        [[str(projects[0] / "params.yaml"), str(go), "promote", v] for v in ("1", "2")], go, env
-    )
+    results = run_together([[str(projects[0] / "params.yaml"), str(go), "promote", v] for v in ("1", "2")], go, env)
     first, second = sorted(results, key=lambda r: r["previous"] is not None)
     assert first["previous"] is None and second["previous"] == first["version"]
     state = assert_consistent(client)

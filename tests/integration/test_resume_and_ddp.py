@@ -111,8 +111,14 @@ def test_resume_refuses_a_state_from_another_configuration(tiny_model_dir, tmp_p
     with pytest.raises(FileNotFoundError, match="no resumable training state"):
         train(p, groups(4), tiny_model_dir, tmp_path / "latest", show_progress=False, resume=True, state_dir=state_dir)
     # leave a state behind as a crash would: train 1 step of a 3-step run, copy its state aside
-    train(p.model_copy(update={"train": p.train.model_copy(update={"steps": 2})}), groups(4), tiny_model_dir,
-          tmp_path / "latest", show_progress=False, state_dir=state_dir)
+    train(
+        p.model_copy(update={"train": p.train.model_copy(update={"steps": 2})}),
+        groups(4),
+        tiny_model_dir,
+        tmp_path / "latest",
+        show_progress=False,
+        state_dir=state_dir,
+    )
     assert not state_dir.exists()  # completed runs clean up; build a state by saving mid-run
     from components.grpo.checkpoint import latest_train_state
 

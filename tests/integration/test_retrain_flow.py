@@ -38,9 +38,7 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     # one parent run with one finished child run per step, each with what it logged
     parent = client.get_run(summary.parent_run_id)
     assert parent.info.status == "FINISHED"
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{summary.parent_run_id}'"
-    )
+    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{summary.parent_run_id}'")
     assert sorted(r.info.run_name for r in children) == sorted(STEPS)
     by_name = {r.info.run_name: r for r in children}
     assert "train.reward_mean" in by_name["train"].data.metrics

@@ -7,10 +7,10 @@ whose process worker runs one flow run of it at a time (concurrency_limit: 1).""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import shutil
 import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -39,11 +39,15 @@ def wait_for(what: str, check, timeout: float, proc: subprocess.Popen | None = N
     raise AssertionError(f"{what}: not within {timeout:.0f} s:\n{log.read_text()[-4000:] if log else ''}")
 
 
-def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
-    tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url
-):
+def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -62,9 +66,7 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(
         )  # fmt: skip
     try:
         with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
-            deployment = wait_for(
-                "deployment", lambda: next(iter(client.read_deployments()), None), 120, served, log
-            )
+            deployment = wait_for("deployment", lambda: next(iter(client.read_deployments()), None), 120, served, log)
             assert deployment.name == "groupwise-retrain"
             (schedule,) = deployment.schedules
             assert schedule.schedule.cron == f"15 {hour} * * *" and schedule.schedule.timezone == "Europe/Paris"
@@ -112,7 +114,9 @@ def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_ur
     prefect = [str(ROOT / ".venv/bin/prefect")] if (ROOT / ".venv/bin/prefect").exists() else [sys.executable, "-m", "prefect"]
     for args in (["work-pool", "create", "groupwise-process", "--type", "process", "--overwrite"],
                  ["--no-prompt", "deploy", "--name", "groupwise-retrain"]):  # fmt: skip
-        done = subprocess.run([*prefect, *args], cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180)
+        done = subprocess.run(
+            [*prefect, *args], cwd=project, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     from prefect.client.orchestration import get_client
@@ -124,9 +128,7 @@ def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_ur
     # one run at a time: the server holds a concurrency limit of 1 for the deployment (runs share output folders)
     limit = deployment.global_concurrency_limit
     assert deployment.concurrency_limit == 1 or (limit is not None and limit.limit == 1), (deployment.concurrency_limit, limit)
-    assert deployment.pull_steps == [
-        {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}
-    ]
+    assert deployment.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}]
     # prefect.yaml's cron mirrors params.yaml `schedule:`
     params = load_params(ROOT / "params.yaml")
     (schedule,) = deployment.schedules
@@ -135,7 +137,7 @@ def test_prefect_yaml_deploys_to_a_process_work_pool(tmp_path, prefect_server_ur
     assert {d["name"] for d in spec["deployments"]} == {"groupwise-retrain", "groupwise-retrain-k8s"}
 
 
-PROBE_FLOW = '''
+PROBE_FLOW = """
 import time
 from prefect import flow
 
@@ -143,7 +145,7 @@ from prefect import flow
 @flow(name="concurrency-probe")
 def retrain(params_path: str = "", profile: str | None = None) -> None:
     time.sleep(2)
-'''
+"""
 
 
 def test_prefect_yaml_runs_one_flow_run_of_the_deployment_at_a_time(tmp_path, prefect_server_url):

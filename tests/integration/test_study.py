@@ -46,7 +46,9 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
     curve = pd.read_csv(results / "study/grpo/learning_curve.csv")
     assert sorted(curve["step"].unique()) == [0, 1, 2]  # base, the step-1 snapshot, the final adapter
     final = curve[(curve["step"] == 2) & (curve["scope"] == "overall")].iloc[0]
-    assert final["tuned_gap"] == pytest.approx(json.loads((results / "study/grpo/metrics.json").read_text())["consistency"]["tuned_mean_gap"])
+    assert final["tuned_gap"] == pytest.approx(
+        json.loads((results / "study/grpo/metrics.json").read_text())["consistency"]["tuned_mean_gap"]
+    )
 
     report = (results / "consistency.md").read_text()
     assert "| greedy | overall |" in report and "| grpo | overall |" in report

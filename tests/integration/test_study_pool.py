@@ -47,7 +47,9 @@ def _wait(what, check, timeout, procs=(), logs=()):
             return value
         for proc in procs:
             if proc.poll() is not None:
-                raise AssertionError(f"{what}: a process exited ({proc.returncode}):\n" + "\n".join(log.read_text()[-3000:] for log in logs))
+                raise AssertionError(
+                    f"{what}: a process exited ({proc.returncode}):\n" + "\n".join(log.read_text()[-3000:] for log in logs)
+                )
         time.sleep(0.5)
     raise AssertionError(f"{what}: not within {timeout} s:\n" + "\n".join(log.read_text()[-3000:] for log in logs))
 
@@ -57,7 +59,9 @@ def _masked(report: str) -> str:
     return re.sub(r"\| [0-9]+ \|$", "| s |", report, flags=re.M)
 
 
-def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_serial_arms(tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url):
+def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_serial_arms(
+    tmp_path, tiny_model_dir, prefect_server_url, mlflow_server_url
+):
     import yaml
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
@@ -67,7 +71,10 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
     tracking_uri, _ = mlflow_server_url
     tiny = yaml.safe_load((ROOT / "params.yaml").read_text())["profiles"]["tiny"]
     tiny_profile = {**tiny, "eval": {**tiny["eval"], "max_consistency_groups": 2, "max_diversity_tasks": 1}}
-    submitter, serial = _project(tmp_path / "submitter", tiny_model_dir, tiny_profile), _project(tmp_path / "serial", tiny_model_dir, tiny_profile)
+    submitter, serial = (
+        _project(tmp_path / "submitter", tiny_model_dir, tiny_profile),
+        _project(tmp_path / "serial", tiny_model_dir, tiny_profile),
+    )
     workers = {w: _project(tmp_path / f"worker-{w}", tiny_model_dir, tiny_profile) for w in ("a", "b")}
     store = tmp_path / "store"
     # a run silent for 50 s is crashed: heartbeats come every 30 s (Prefect's minimum), 20 s of slack on a busy machine
@@ -97,7 +104,9 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
         _wait("a saved state of arm long", long_saved, 400, [submit, *procs.values()], everything)
         (victim,) = [w for w, p in workers.items() if (p / "data/study/long/checkpoints/resume").is_dir()]
         with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
-            by_arm = {arm: client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"arm:{arm}"]))) for arm in ARMS}
+            by_arm = {
+                arm: client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"arm:{arm}"]))) for arm in ARMS
+            }
         assert all(len(r) == 1 for r in by_arm.values()), by_arm
         os.killpg(procs[victim].pid, signal.SIGKILL)  # the worker and the arm's process: no goodbye to the server
         killed_at = time.monotonic() - started

@@ -77,8 +77,14 @@ def test_processes_starting_at_once_on_a_fresh_sqlite_store_all_finish(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     go = tmp_path / "go"
     procs = [
-        subprocess.Popen([sys.executable, "-c", FIRST_USE, cfg.uri, str(cfg.artifact_location), str(go), str(i)],
-                         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_USE, cfg.uri, str(cfg.artifact_location), str(go), str(i)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
         for i in range(3)
     ]
     deadline = time.monotonic() + 120
@@ -87,7 +93,7 @@ def test_processes_starting_at_once_on_a_fresh_sqlite_store_all_finish(tmp_path)
         time.sleep(0.05)
     go.touch()
     outputs = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
     client = MlflowClient(tracking_uri=cfg.uri)
     experiment = client.get_experiment_by_name("integrity")

@@ -185,7 +185,11 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     )  # fmt: skip
     groups = [
         PromptGroup(
-            group_id=f"g{i}", domain=domain, task="consistency", split="heldout", variant_axes={"gender": ["woman", "man"]},
+            group_id=f"g{i}",
+            domain=domain,
+            task="consistency",
+            split="heldout",
+            variant_axes={"gender": ["woman", "man"]},
             members=[
                 Member(variant_id="w", attributes={"gender": "woman"}, text=f"I'm a woman. {question}"),
                 Member(variant_id="m", attributes={"gender": "man"}, text=f"I'm a man. {question}"),
@@ -196,9 +200,13 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
         )
     ] + [
         PromptGroup(
-            group_id="colors", domain="colors", task="diversity", split="heldout",
+            group_id="colors",
+            domain="colors",
+            task="diversity",
+            split="heldout",
             members=[Member(variant_id="p0", text="Name a primary colour. Answer with one word.")],
-            valid_answers=["red", "yellow", "blue"], answer_normalizer="casefold_match",
+            valid_answers=["red", "yellow", "blue"],
+            answer_normalizer="casefold_match",
         )  # fmt: skip
     ]
     frames = evaluate_models(params, groups, smollm2_base_dir, checkpoint, engine=vllm_engine)

@@ -10,7 +10,7 @@ def test_group_mean_std_uses_explicit_index_not_position():
     index = torch.tensor([0, 1, 0, 1])  # interleaved groups
     mean, std = group_mean_std(rewards, index)
     assert mean.tolist() == pytest.approx([2.0, 15.0, 2.0, 15.0])
-    assert std.tolist() == pytest.approx([2 ** 0.5, 50 ** 0.5, 2 ** 0.5, 50 ** 0.5])
+    assert std.tolist() == pytest.approx([2**0.5, 50**0.5, 2**0.5, 50**0.5])
 
 
 def test_grpo_group_scaling_by_hand():

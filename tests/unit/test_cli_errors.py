@@ -32,7 +32,7 @@ def one_line_failure(result, *expected: str) -> None:
         ("train: {lr: true}\n", "train.lr: expected a number, got the boolean true"),
         ("train: {lr: 1.0e30}\n", "train.lr: Input should be less than or equal to 1"),
         ("tracking: {artifact_location: ../../x}\n", "tracking.artifact_location = '../../x' escapes the project folder"),
-        ("registry: {model_name: \"it's\"}\n", "registry.model_name: String should match pattern"),
+        ('registry: {model_name: "it\'s"}\n', "registry.model_name: String should match pattern"),
     ],
 )
 def test_bad_params_files_fail_in_one_line(tmp_path, content, expected):
@@ -146,9 +146,9 @@ def test_every_user_facing_error_class_is_a_user_error():
     from components.contracts.naming import UnknownNameError
     from components.data.importer import ImportRowError
     from components.data.io import GroupFileError, MissingGroupsFileError
+    from components.data.templates import TemplateError
     from components.embeddings import EmbeddingModelMissingError, EmbeddingPackageMissingError
     from components.evaluation.run import EvaluationInputError
-    from components.data.templates import TemplateError
     from components.generation.engines import EngineStartError, EngineUnavailableError
     from components.grpo.trainer import NoResumeStateError, ResumeError
     from components.grpo.update import TrainingError

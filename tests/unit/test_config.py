@@ -75,11 +75,20 @@ def test_mlflow_env_side_effect_does_not_redirect_other_projects(tmp_path, monke
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"train": {"advantage": {"estimator": "ppo"}}}, r"train\.advantage\.estimator: unknown advantage estimator 'ppo'; known: \['grpo', 'seed_grpo'"),
+        (
+            {"train": {"advantage": {"estimator": "ppo"}}},
+            r"train\.advantage\.estimator: unknown advantage estimator 'ppo'; known: \['grpo', 'seed_grpo'",
+        ),
         ({"train": {"loss_type": "grpoo"}}, r"train\.loss_type: unknown loss type 'grpoo'; known: \['bnpo', 'dapo', 'dr_grpo', 'grpo'\]"),
         ({"train": {"policy_loss": "ppo"}}, r"train\.policy_loss: unknown policy loss 'ppo'; known: \[.*'ppo_clip'"),
-        ({"train": {"advantage": {"clustering": "kmeans"}}}, r"train\.advantage\.clustering: unknown clusterer 'kmeans'; known: \['answer', 'embedding'\]"),
-        ({"reward": {"weights": {"stability": 1.0, "fun": 1.0, "joy": 0.0}}}, r"reward\.weights: unknown reward \['fun', 'joy'\]; known: \[.*'entropy_helpfulness'.*'stability'"),
+        (
+            {"train": {"advantage": {"clustering": "kmeans"}}},
+            r"train\.advantage\.clustering: unknown clusterer 'kmeans'; known: \['answer', 'embedding'\]",
+        ),
+        (
+            {"reward": {"weights": {"stability": 1.0, "fun": 1.0, "joy": 0.0}}},
+            r"reward\.weights: unknown reward \['fun', 'joy'\]; known: \[.*'entropy_helpfulness'.*'stability'",
+        ),
     ],
 )
 def test_unknown_registry_names_fail_when_the_registries_check_them(tmp_path, raw, message):
@@ -123,7 +132,10 @@ def test_old_keys_still_load_for_one_release_with_a_warning_naming_the_new_key(t
     with pytest.warns(ParamsDeprecationWarning, match="use eval.significance_level"):
         moved = load_params(write(tmp_path, {"gate": {"max_p_value": 0.05}}))
     assert (moved.eval.significance_level, moved.gate.require_significance) == (0.05, True)
-    with pytest.warns(ParamsDeprecationWarning), pytest.raises(ParamsError, match=r"eval.alpha \(0.05\) and eval.significance_level \(0.01\) both given"):
+    with (
+        pytest.warns(ParamsDeprecationWarning),
+        pytest.raises(ParamsError, match=r"eval.alpha \(0.05\) and eval.significance_level \(0.01\) both given"),
+    ):
         load_params(write(tmp_path, {"eval": {"alpha": 0.05, "significance_level": 0.01}}))
     # study arms' overrides go through the same migration
     with pytest.warns(ParamsDeprecationWarning, match="overrides: lora.alpha"):
@@ -138,7 +150,9 @@ def test_engines_are_registry_names_checked_with_the_others(tmp_path):
     with pytest.raises(UnknownNameError, match=r"eval\.engine: unknown engine 'sglang'; known: \[.*'transformers'.*'vllm'"):
         check_registered_names(params)
     params = load_params(write(tmp_path, {"train": {"rollout": {"engine": "sglang"}}}))
-    with pytest.raises(UnknownNameError, match=r"train\.rollout\.engine: unknown rollout engine 'sglang'; known: \['transformers', 'vllm'\]"):
+    with pytest.raises(
+        UnknownNameError, match=r"train\.rollout\.engine: unknown rollout engine 'sglang'; known: \['transformers', 'vllm'\]"
+    ):
         check_registered_names(params)
 
 
@@ -198,3 +212,25 @@ def test_a_params_file_of_ones_own_gets_the_repository_defaults(tmp_path):
     repository = load_params(ROOT / "params.yaml", "default").model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})
     own = load_params(write(tmp_path, {}), "default").model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})
     assert own == repository == Params().model_dump(mode="json", exclude={"paths", "tracking", *NOT_DEFAULTS})
+
+
+def test_studies_live_in_their_own_files(tmp_path):
+    """studies/<name>.yaml beside the params file: consistency.yaml is `study`, the others `studies.<name>`."""
+    (tmp_path / "params.yaml").write_text("seed: 1\n")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "consistency.yaml").write_text("profile: tiny\narms: {a: {description: first}}\n")
+    (tmp_path / "studies" / "mine.yaml").write_text("profile: tiny\nreport: fairness\narms: {b: {seeds: [1, 2]}}\n")
+    params = load_params(tmp_path / "params.yaml")
+    assert list(params.study.arms) == ["a"] and params.study.profile == "tiny"
+    assert params.studies["mine"].report == "fairness" and list(params.studies["mine"].arms) == ["b-s1", "b-s2"]
+    assert {n: list(load_params(ROOT / "params.yaml").studies[n].arms)[:1] for n in ("gapo", "seed", "fairness")} == {
+        "gapo": ["grpo-validity"],
+        "seed": ["grpo-correctness"],
+        "fairness": ["base"],
+    }  # the repository's studies/
+    (tmp_path / "params.yaml").write_text("seed: 1\nstudies: {mine: {arms: {}}}\n")
+    with pytest.raises(ParamsError, match=r"mine.yaml: study 'mine' is also under `studies`"):
+        load_params(tmp_path / "params.yaml")
+    (tmp_path / "params.yaml").write_text("seed: 1\nstudy: {arms: {}}\n")
+    with pytest.raises(ParamsError, match=r"consistency.yaml: the consistency study is also the `study` section"):
+        load_params(tmp_path / "params.yaml")

@@ -131,9 +131,9 @@ def test_summarize_writes_every_field_of_the_contract():
 
 def test_a_gate_naming_a_field_the_contract_lacks_fails_when_it_is_declared():
     with pytest.raises(KeyError, match="ConsistencySummary has no field 'base_mean_wordz'"):
-        GateSpec("length", worsening, "consistency", "mean_wordz", "max_length_drop")
+        GateSpec("length", worsening, section="consistency", metric="mean_wordz", threshold="max_length_drop")
     with pytest.raises(KeyError, match="GateConfig has no field 'max_lenght_drop'"):
-        GateSpec("length", worsening, "consistency", "words", "max_lenght_drop")
+        GateSpec("length", worsening, section="consistency", metric="words", threshold="max_lenght_drop")
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name)

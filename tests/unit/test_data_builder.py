@@ -138,9 +138,7 @@ def test_split_depends_on_fraction_only_through_count(groups: list[PromptGroup])
     assert small < large  # ranked by hash: a larger fraction only adds groups
 
 
-@pytest.mark.parametrize(
-    ("n_units", "fraction", "expected"), [(1, 0.2, 1), (2, 0.01, 1), (2, 0.99, 1), (10, 0.3, 3)]
-)
+@pytest.mark.parametrize(("n_units", "fraction", "expected"), [(1, 0.2, 1), (2, 0.01, 1), (2, 0.99, 1), (10, 0.3, 3)])
 def test_heldout_count_bounds(n_units: int, fraction: float, expected: int) -> None:
     assert heldout_count(n_units, fraction) == expected
 

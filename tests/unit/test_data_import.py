@@ -42,9 +42,31 @@ def test_example_file_imports_with_axes_from_its_domain_and_passes_the_validatio
 
 def test_csv_with_attribute_columns_gives_the_same_groups_as_jsonl(tmp_path):
     rows = [
-        {"group_id": "g1", "domain": "job", "split": "train", "variant_id": "w", "attributes": {"gender": "woman"}, "text": "As a woman, how do I ask for a raise?"},
-        {"group_id": "g1", "domain": "job", "split": "train", "variant_id": "m", "attributes": {"gender": "man"}, "text": "As a man, how do I ask for a raise?"},
-        {"group_id": "d1", "domain": "pick", "task": "diversity", "split": "heldout", "text": "Pick one of: a, b.", "valid_answers": ["a", "b"], "answer_normalizer": "casefold_match"},
+        {
+            "group_id": "g1",
+            "domain": "job",
+            "split": "train",
+            "variant_id": "w",
+            "attributes": {"gender": "woman"},
+            "text": "As a woman, how do I ask for a raise?",
+        },
+        {
+            "group_id": "g1",
+            "domain": "job",
+            "split": "train",
+            "variant_id": "m",
+            "attributes": {"gender": "man"},
+            "text": "As a man, how do I ask for a raise?",
+        },
+        {
+            "group_id": "d1",
+            "domain": "pick",
+            "task": "diversity",
+            "split": "heldout",
+            "text": "Pick one of: a, b.",
+            "valid_answers": ["a", "b"],
+            "answer_normalizer": "casefold_match",
+        },
     ]
     jsonl = _write_jsonl(tmp_path / "g.jsonl", rows)
     path = tmp_path / "g.csv"
@@ -60,7 +82,13 @@ def test_csv_with_attribute_columns_gives_the_same_groups_as_jsonl(tmp_path):
 
 
 def test_split_is_assigned_by_group_when_no_row_sets_it_and_depends_on_the_seed_only():
-    rows = _rows(*[{"group_id": f"g{k}", "domain": "job", "text": f"Question number {k}?", "attributes": {"gender": s}} for k in range(20) for s in ("woman", "man")])
+    rows = _rows(
+        *[
+            {"group_id": f"g{k}", "domain": "job", "text": f"Question number {k}?", "attributes": {"gender": s}}
+            for k in range(20)
+            for s in ("woman", "man")
+        ]
+    )
     first = rows_to_groups("f.jsonl", rows, DataConfig(heldout_fraction=0.25), seed=3)
     again = rows_to_groups("f.jsonl", rows, DataConfig(heldout_fraction=0.25), seed=3)
     assert [g.split for g in first] == [g.split for g in again]
@@ -68,7 +96,10 @@ def test_split_is_assigned_by_group_when_no_row_sets_it_and_depends_on_the_seed_
 
 
 def test_answer_instruction_is_appended_to_every_consistency_prompt_alike():
-    rows = _rows({"group_id": "g", "domain": "job", "text": "Q as a woman?", "split": "train"}, {"group_id": "g", "domain": "job", "text": "Q as a man?", "split": "train"})
+    rows = _rows(
+        {"group_id": "g", "domain": "job", "text": "Q as a woman?", "split": "train"},
+        {"group_id": "g", "domain": "job", "text": "Q as a man?", "split": "train"},
+    )
     (group,) = rows_to_groups("f.jsonl", rows, DataConfig(answer_instruction="Answer briefly."), 0)
     assert [m.text for m in group.members] == ["Q as a woman? Answer briefly.", "Q as a man? Answer briefly."]
 
@@ -80,14 +111,39 @@ def test_answer_instruction_is_appended_to_every_consistency_prompt_alike():
         ([{"group_id": "g", "domain": "job", "text": "q", "tasks": "x"}], "f.jsonl: line 1: tasks: unknown field"),
         ([{"group_id": "g", "domain": "job", "text": "q", "task": "summary"}], "f.jsonl: line 1: task: must be one of"),
         ([{"group_id": "g", "domain": "job", "text": "q", "split": "test"}], "f.jsonl: line 1: split: must be one of"),
-        ([{"group_id": "g", "domain": "job", "text": "q", "split": "train"}, {"group_id": "g", "domain": "law", "text": "r", "split": "train"}], "f.jsonl: line 2: domain: 'law' differs from line 1 of group 'g'"),
-        ([{"group_id": "g", "domain": "job", "text": "q", "variant_id": "a"}, {"group_id": "g", "domain": "job", "text": "r", "variant_id": "a"}], "f.jsonl: line 2: variant_id: 'a' repeats line 1"),
-        ([{"group_id": "g", "domain": "job", "text": "q", "split": "train"}, {"group_id": "h", "domain": "job", "text": "r"}], "f.jsonl: line 2: split: set in some rows and not in others"),
-        ([{"group_id": "g", "domain": "job", "text": "q", "attributes": {"age": 30}}], "f.jsonl: line 1: attributes: must map axis names to string values"),
-        ([{"group_id": "g", "domain": "x", "task": "diversity", "text": "q", "valid_answers": "a,b"}], "f.jsonl: line 1: valid_answers: must be a list of strings"),
-        ([{"group_id": "g", "domain": "job", "text": "As a woman, may I?", "attributes": {"gender": "woman"}},
-          {"group_id": "g", "domain": "job", "text": "As a man of 70, may I?", "attributes": {"gender": "man", "age": "70"}}],
-         "f.jsonl: line 2: attributes: the variants of group 'g' differ beyond their axes (age: on 1 of 2 members)"),
+        (
+            [
+                {"group_id": "g", "domain": "job", "text": "q", "split": "train"},
+                {"group_id": "g", "domain": "law", "text": "r", "split": "train"},
+            ],
+            "f.jsonl: line 2: domain: 'law' differs from line 1 of group 'g'",
+        ),
+        (
+            [
+                {"group_id": "g", "domain": "job", "text": "q", "variant_id": "a"},
+                {"group_id": "g", "domain": "job", "text": "r", "variant_id": "a"},
+            ],
+            "f.jsonl: line 2: variant_id: 'a' repeats line 1",
+        ),
+        (
+            [{"group_id": "g", "domain": "job", "text": "q", "split": "train"}, {"group_id": "h", "domain": "job", "text": "r"}],
+            "f.jsonl: line 2: split: set in some rows and not in others",
+        ),
+        (
+            [{"group_id": "g", "domain": "job", "text": "q", "attributes": {"age": 30}}],
+            "f.jsonl: line 1: attributes: must map axis names to string values",
+        ),
+        (
+            [{"group_id": "g", "domain": "x", "task": "diversity", "text": "q", "valid_answers": "a,b"}],
+            "f.jsonl: line 1: valid_answers: must be a list of strings",
+        ),
+        (
+            [
+                {"group_id": "g", "domain": "job", "text": "As a woman, may I?", "attributes": {"gender": "woman"}},
+                {"group_id": "g", "domain": "job", "text": "As a man of 70, may I?", "attributes": {"gender": "man", "age": "70"}},
+            ],
+            "f.jsonl: line 2: attributes: the variants of group 'g' differ beyond their axes (age: on 1 of 2 members)",
+        ),
     ],
 )
 def test_bad_rows_fail_with_one_line_naming_file_line_field_and_rule(rows, expected):
@@ -118,10 +174,35 @@ def test_file_level_errors_name_the_line(tmp_path):
 
 def test_a_group_missing_a_value_of_its_domains_axis_is_refused_by_validation(tmp_path):
     rows = [
-        {"group_id": "g1", "domain": "job", "split": "train", "attributes": {"gender": "woman"}, "text": "As a woman, how do I ask for a raise?"},
-        {"group_id": "g1", "domain": "job", "split": "train", "attributes": {"gender": "man"}, "text": "As a man, how do I ask for a raise?"},
-        {"group_id": "g2", "domain": "job", "split": "heldout", "attributes": {"gender": "woman"}, "text": "As a woman, should I change careers?"},
-        {"group_id": "g2", "domain": "job", "split": "heldout", "attributes": {"gender": "woman"}, "variant_id": "w2", "text": "I am a woman. Should I change careers?"},
+        {
+            "group_id": "g1",
+            "domain": "job",
+            "split": "train",
+            "attributes": {"gender": "woman"},
+            "text": "As a woman, how do I ask for a raise?",
+        },
+        {
+            "group_id": "g1",
+            "domain": "job",
+            "split": "train",
+            "attributes": {"gender": "man"},
+            "text": "As a man, how do I ask for a raise?",
+        },
+        {
+            "group_id": "g2",
+            "domain": "job",
+            "split": "heldout",
+            "attributes": {"gender": "woman"},
+            "text": "As a woman, should I change careers?",
+        },
+        {
+            "group_id": "g2",
+            "domain": "job",
+            "split": "heldout",
+            "attributes": {"gender": "woman"},
+            "variant_id": "w2",
+            "text": "I am a woman. Should I change careers?",
+        },
     ]
     import_groups(_write_jsonl(tmp_path / "g.jsonl", rows), tmp_path / "groups", DataConfig(), 0)
     with pytest.raises(GroupValidationError, match="g2|line 2"):

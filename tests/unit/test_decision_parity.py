@@ -61,7 +61,9 @@ def test_validation_names_a_leaked_question_and_a_held_out_decision_group():
     assert "not registered" in decision_leak({**spec, "benchmark": "nope"}, "train")
 
 
-SPEC = DecisionSpec(benchmark="discrim_eval", question_id=0, answer_prefix='my answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"])
+SPEC = DecisionSpec(
+    benchmark="discrim_eval", question_id=0, answer_prefix='my answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"]
+)
 GROUP = PromptGroup(
     group_id="d0", domain="discrim_eval", task="consistency", split="train", decision=SPEC,
     variant_axes={"gender": ["female", "male"]},

@@ -14,7 +14,9 @@ from components.models.lora import InitAdapterError
 from components.models.provision import load_base_model
 from tests.grpo_data import consistency_groups, tiny_params
 
-SPEC = DecisionSpec(benchmark="discrim_eval", question_id=0, answer_prefix='My answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"])
+SPEC = DecisionSpec(
+    benchmark="discrim_eval", question_id=0, answer_prefix='My answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"]
+)
 
 
 def decision_group(i: int) -> PromptGroup:

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from components.config import FairnessConfig
 from components.benchmarks import BENCHMARKS, BenchmarkDataError
 from components.benchmarks import discrim_eval as de
+from components.config import FairnessConfig
 from components.evaluation.fairness import select_prompts
 from tests.conftest import make_project
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 import torch
+from scipy import stats
 
 from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
@@ -92,7 +92,9 @@ def test_the_report_names_each_arms_machine_and_warns_when_they_differ(tmp_path,
     arms_dir = tmp_path / "study-gapo"
     for arm, machine in zip(("grpo-validity", "gapo"), machines):
         (arms_dir / arm).mkdir(parents=True)
-        _tasks({"base": [0.2, 0.4], "tuned": [0.5, 0.6]}).drop(columns="family").to_csv(arms_dir / arm / "per_group_diversity.csv", index=False)
+        _tasks({"base": [0.2, 0.4], "tuned": [0.5, 0.6]}).drop(columns="family").to_csv(
+            arms_dir / arm / "per_group_diversity.csv", index=False
+        )
         (arms_dir / arm / "arm.json").write_text(json.dumps({"overrides": {}, "machine": machine}))
     arms = {"grpo-validity": {"description": "GRPO"}, "gapo": {"description": "GAPO"}}
     text = write_diversity_report("gapo", arms_dir, tmp_path, arms, [("gapo", "grpo-validity")], "cmd").read_text()

@@ -102,9 +102,7 @@ def test_variants_of_several_axes_and_values_pair_only_groups_having_both():
         {"age=old": 2.0, "age=young": 2.5, "age=mid": 9.0},
         {"age=old": 0.5, "age=young": 1.5, "age=mid": 8.0},
     ]
-    frame = pd.DataFrame(
-        {"group_id": ["g0", "g1", "g2"], "base_axis_entropy": [json.dumps(e) for e in base], "tuned_axis_entropy": "{}"}
-    )
+    frame = pd.DataFrame({"group_id": ["g0", "g1", "g2"], "base_axis_entropy": [json.dumps(e) for e in base], "tuned_axis_entropy": "{}"})
     for name in CONSISTENCY_METRICS:
         frame[f"base_{name}"], frame[f"tuned_{name}"] = 0.0, 1.0
     variants = [c for c in compare_all(frame, pd.DataFrame(), alpha=0.05, n_resamples=200, confidence=0.9, seed=0)
@@ -126,7 +124,9 @@ def test_tables_without_the_new_axis_columns_still_compare_entropy():
     variants = [c for c in compare_all(frame, pd.DataFrame(), alpha=0.05, n_resamples=200, confidence=0.9, seed=0)
                 if c.family == "variants"]  # fmt: skip
     assert [(c.model, c.metric) for c in variants] == [
-        ("base", "response_entropy"), ("tuned", "response_entropy"), ("tuned", "helpfulness"),
+        ("base", "response_entropy"),
+        ("tuned", "response_entropy"),
+        ("tuned", "helpfulness"),
     ]
 
 

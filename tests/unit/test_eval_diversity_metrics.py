@@ -58,7 +58,7 @@ def test_self_bleu_by_hand():
     assert self_bleu(same) == pytest.approx(1.0)
     # hyp "a b c d" vs ref "a b c e": p1..p4 = 3/4, 2/3, 1/2 and (0 matches, exp smoothing) 1/(2·1);
     # BP = 1, BLEU = (3/4 · 2/3 · 1/2 · 1/2)^(1/4) = 2^(-3/4); symmetric, so self-BLEU is the same
-    assert self_bleu(["a b c d", "a b c e"]) == pytest.approx(2 ** -0.75, rel=1e-4)
+    assert self_bleu(["a b c d", "a b c e"]) == pytest.approx(2**-0.75, rel=1e-4)
     assert self_bleu(["alpha beta", "gamma delta"]) == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError, match="at least 2"):
         self_bleu(["alone"])
@@ -72,16 +72,11 @@ def test_self_bleu_equals_sacrebleu_sentence_bleu():
 
     rng = np.random.default_rng(7)
     vocab = ["the", "cat", "sat", "on", "mat", "red", "blue", "a", "dog", ",", ".", "isn't", "(x)", "42"]
-    cases = [
-        [" ".join(rng.choice(vocab, size=rng.integers(0, 14))) for _ in range(int(rng.integers(2, 9)))]
-        for _ in range(60)
-    ]
+    cases = [[" ".join(rng.choice(vocab, size=rng.integers(0, 14))) for _ in range(int(rng.integers(2, 9)))] for _ in range(60)]
     cases += [["", "a b"], ["a b c", "a b c", "x"], ["one two", "one two three four", "one"]]  # empty, duplicates, length ties
     bleu = BLEU(effective_order=True)
     for texts in cases:
-        expected = fmean(
-            bleu.sentence_score(t, [o for j, o in enumerate(texts) if j != i]).score for i, t in enumerate(texts)
-        ) / 100.0
+        expected = fmean(bleu.sentence_score(t, [o for j, o in enumerate(texts) if j != i]).score for i, t in enumerate(texts)) / 100.0
         assert self_bleu(texts) == pytest.approx(expected, rel=1e-12, abs=1e-12), texts
 
 

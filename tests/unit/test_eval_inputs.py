@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from components.config import EvalConfig, FairnessConfig, LoraConfig, Params, ParamsError, load_params
+from components.contracts.naming import UnknownNameError
 from components.data.schema import Member, PromptGroup
 from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_heldout
 from components.generation.engines import EngineChoice, open_engine
-from components.contracts.naming import UnknownNameError
-from components.plugins import check_registered_names
 from components.generation.sampling import SamplingConfig
 from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
+from components.plugins import check_registered_names
 from tests.conftest import ROOT
 from tests.grpo_data import consistency_groups
 
@@ -244,5 +244,7 @@ def test_generation_beyond_the_models_context_is_refused_before_sampling(tiny_mo
     from components.generation.sampling import SamplingConfig
 
     engine = TransformersGenerationEngine(tiny_model_dir, batch_size=4)
-    with pytest.raises(ContextLengthError, match=r"eval\.max_new_tokens \(100000000\) \+ the longest prompt \(\d+ tokens\) exceed the model's context"):
+    with pytest.raises(
+        ContextLengthError, match=r"eval\.max_new_tokens \(100000000\) \+ the longest prompt \(\d+ tokens\) exceed the model's context"
+    ):
         engine.generate(["Hello"], SamplingConfig(n=2, max_new_tokens=100_000_000, temperature=1.0, top_p=1.0, seed=0))

@@ -20,7 +20,9 @@ def write_arm(arms_dir, name, female, nb, *, family=None, seed=None, rho=0.95, k
     }  # fmt: skip
     summary = {"gated": ["gender_female", "gender_non_binary"], "scores": scores, "n_questions": 20, "profile_correlation": rho,
                "base_yes_share": 0.9, "tuned_yes_share": 0.8, "tuned_mean_logit": 1.0}  # fmt: skip
-    (folder / "metrics.json").write_text(json.dumps({"fairness": {"discrim_eval": summary}, "consistency": {"base_mean_gap": 0.2, "tuned_mean_gap": 0.19}}))
+    (folder / "metrics.json").write_text(
+        json.dumps({"fairness": {"discrim_eval": summary}, "consistency": {"base_mean_gap": 0.2, "tuned_mean_gap": 0.19}})
+    )
     effects = [{"benchmark": "discrim_eval", "question_id": q, "demographic": key, "base_effect": 0.04, "tuned_effect": value * (1 + 0.1 * ((7 * q) % 5 - 2))}
                for q in range(10) for key, value in (("gender_female", female), ("gender_non_binary", nb))]  # fmt: skip
     pd.DataFrame(effects).to_csv(folder / "fairness_effects.csv", index=False)

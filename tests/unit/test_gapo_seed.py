@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from components.config import AdvantageConfig, RewardConfig
+from components.contracts.rollouts import Rollout
 from components.grpo.advantages import get_adv_est
 from components.grpo.semantic import answer_clusters, normalized_semantic_entropy, semantic_entropy
-from components.contracts.rollouts import Rollout
 from components.rewards import get_reward
 from tests.grpo_data import colour_group
 
@@ -112,7 +112,7 @@ def test_validity_is_the_per_sample_baseline_reward():
 
 
 def test_estimators_declare_whether_they_read_uncertainty():
-    from components.grpo.advantages import register_adv_est, uses_uncertainty, ADVANTAGES
+    from components.grpo.advantages import ADVANTAGES, register_adv_est, uses_uncertainty
 
     assert uses_uncertainty("seed_grpo") and not uses_uncertainty("grpo")
 

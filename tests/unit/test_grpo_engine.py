@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from components.config import AdvantageConfig, LoraConfig, Params
+from components.contracts.rollouts import GroupBatch, Rollout
 from components.data.schema import PromptGroup
 from components.grpo.advantages import ADVANTAGES, grpo_advantage, register_adv_est
 from components.grpo.distributed import DistContext
 from components.grpo.rollouts import group_uncertainty
 from components.grpo.trainer import TrainingError, seed_everything, train
-from components.contracts.rollouts import GroupBatch, Rollout
 from components.grpo.update import policy_update
 from components.models.lora import attach_lora
 from components.models.provision import load_base_model
@@ -65,9 +65,9 @@ def sgd_updates(lora_model, settings: dict[object, dict]) -> tuple[dict, dict[ob
     batch, rewards = fixed_batch(tok)
     start = copy.deepcopy(model.state_dict())
     results = {}
-    for key, train in settings.items():
+    for key, overrides in settings.items():
         model.load_state_dict(start)
-        cfg = params(**train).train
+        cfg = params(**overrides).train
         advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
         metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext())
@@ -97,8 +97,7 @@ def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_mod
 def test_rows_per_forward_chunks_give_the_same_update(lora_model, loss_type):
     """Chunking a micro-batch's rows (memory) keeps the loss weights of the whole micro-batch."""
     settings = {  # whole micro-batches; one prompt's samples; chunks that straddle prompts
-        rows: {"groups_per_step": 4, "groups_per_micro_batch": 2, "rows_per_forward": rows, "loss_type": loss_type}
-        for rows in (0, 3, 5)
+        rows: {"groups_per_step": 4, "groups_per_micro_batch": 2, "rows_per_forward": rows, "loss_type": loss_type} for rows in (0, 3, 5)
     }
     _, results = sgd_updates(lora_model, settings)
     for rows, (metrics, _) in results.items():
@@ -139,9 +138,7 @@ def test_non_finite_loss_stops_and_keeps_the_previous_checkpoint(tiny_model_dir,
         return torch.full_like(rewards, float("nan"))
 
     broken = params(steps=1)
-    broken = broken.model_copy(
-        update={"train": broken.train.model_copy(update={"advantage": AdvantageConfig(estimator="test_nan")})}
-    )
+    broken = broken.model_copy(update={"train": broken.train.model_copy(update={"advantage": AdvantageConfig(estimator="test_nan")})})
     try:
         with pytest.raises(TrainingError, match="non-finite loss"):
             train(broken, groups(2), tiny_model_dir, ckpt, show_progress=False)
@@ -188,14 +185,34 @@ def test_step_metrics_and_rollout_tables(tiny_model_dir, tmp_path):
     logged, tables = [], []
     p = params(steps=2, log_rollouts_every=2)
     train(
-        p, groups(2), tiny_model_dir, tmp_path / "ckpt", show_progress=False,
-        on_step=lambda step, m: logged.append(m), on_rollouts=lambda step, rows: tables.append((step, rows)),
+        p,
+        groups(2),
+        tiny_model_dir,
+        tmp_path / "ckpt",
+        show_progress=False,
+        on_step=lambda step, m: logged.append(m),
+        on_rollouts=lambda step, rows: tables.append((step, rows)),
     )
     expected = {
-        "reward_mean", "reward_std", "reward/entropy_helpfulness_mean", "reward/stability_std",
-        "frac_groups_zero_reward_std", "advantage/centred_std", "advantage/scaled_mean", "advantage/final_max",
-        "kl", "clip_ratio_low", "clip_ratio_high", "token_entropy", "completion_length_mean",
-        "completion_length_max", "truncated_share", "tokens_per_s", "samples_per_s", "step_time_s", "lr",
+        "reward_mean",
+        "reward_std",
+        "reward/entropy_helpfulness_mean",
+        "reward/stability_std",
+        "frac_groups_zero_reward_std",
+        "advantage/centred_std",
+        "advantage/scaled_mean",
+        "advantage/final_max",
+        "kl",
+        "clip_ratio_low",
+        "clip_ratio_high",
+        "token_entropy",
+        "completion_length_mean",
+        "completion_length_max",
+        "truncated_share",
+        "tokens_per_s",
+        "samples_per_s",
+        "step_time_s",
+        "lr",
         "grad_norm",
     }
     assert expected <= set(logged[0]), expected - set(logged[0])

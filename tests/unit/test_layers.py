@@ -4,6 +4,9 @@
     components/<package>/    library code: never imports flows
     components/contracts/    the ground floor: imports nothing else from components or flows
 
+inside components the packages sit in the declared order `PACKAGE_ORDER` (a package imports only
+packages below it: evaluation judges with the registry's gate table, the registry never reads
+evaluation code; the study reads evaluation's results),
 and the import graph of components and flows has no cycle, neither between modules nor between
 packages (`components.<first level>`, a package or a module, and `flows`: a cycle of packages is
 two packages each needing the other, even when no two modules do). Every import counts, also one inside a function
@@ -184,3 +187,26 @@ def test_the_import_graph_has_no_cycle():
 def test_the_package_graph_has_no_cycle():
     cycle = find_cycle(package_graph(GRAPH))
     assert cycle is None, "package import cycle: " + " -> ".join(cycle) + "; " + "; ".join(witnesses(GRAPH, cycle))
+
+
+# bottom to top: a package may import only packages before it in this list (flows sits above all)
+PACKAGE_ORDER = (
+    "components.contracts", "components.hashing", "components", "components.config", "components.benchmarks",
+    "components.models", "components.tracking", "components.data", "components.validation", "components.rewards",
+    "components.generation", "components.embeddings", "components.grpo", "components.plugins", "components.registry",
+    "components.evaluation", "components.study",
+)  # fmt: skip
+
+
+def test_packages_import_only_packages_below_them():
+    packages = package_graph(GRAPH)
+    assert set(packages) - {"flows"} == set(PACKAGE_ORDER), "a new package: place it in PACKAGE_ORDER"
+    rank = {name: i for i, name in enumerate(PACKAGE_ORDER)}
+    upward = [
+        f"{a} imports {b} ({'; '.join(witnesses(GRAPH, [a, b]))})"
+        for a, deps in sorted(packages.items())
+        if a != "flows"
+        for b in sorted(deps)
+        if rank[b] >= rank[a]
+    ]
+    assert not upward, upward

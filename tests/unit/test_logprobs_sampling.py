@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from components.contracts.rollouts import Rollout
 from components.generation.sampling import SamplingConfig, TransformersEngine, sample_next
 from components.grpo.logprobs import completion_logprobs, pack
-from components.contracts.rollouts import Rollout
 from components.models.provision import load_base_model
 
 
@@ -83,11 +83,7 @@ def test_sampler_logprobs_match_teacher_forcing_when_rows_finish_early(eos_prone
     outs = engine.generate(["Name a colour.", "What should I invest in? Please answer briefly."], cfg)
     lengths = {len(c.completion_ids) for o in outs for c in o}
     assert len(lengths) > 2, "the EOS boost should make completions end at different steps"
-    rollouts = [
-        Rollout(i, "g", "v", "p", c.text, c.prompt_ids, c.completion_ids, c.truncated)
-        for i, o in enumerate(outs)
-        for c in o
-    ]
+    rollouts = [Rollout(i, "g", "v", "p", c.text, c.prompt_ids, c.completion_ids, c.truncated) for i, o in enumerate(outs) for c in o]
     with torch.no_grad():
         forced = completion_logprobs(model, pack(rollouts, tok.pad_token_id), temperature=0.8).logp
     for row, c in enumerate(c for o in outs for c in o):
@@ -152,10 +148,7 @@ def test_temperature_zero_is_argmax_with_its_log_softmax_logprob():
     logits = torch.tensor([[0.0, 2.0, 1.0, -1.0], [3.0, 0.0, 0.0, 0.0]])
     # row 0: argmax 1, log p = 2 − ln(e⁰ + e² + e¹ + e⁻¹); row 1: argmax 0, log p = 3 − ln(e³ + 3)
     expected = [2 - math.log(1 + math.e**2 + math.e + math.exp(-1)), 3 - math.log(math.e**3 + 3)]
-    results = [
-        sample_next(logits, 0.0, top_p, torch.Generator().manual_seed(seed))
-        for seed, top_p in ((0, 1.0), (1, 1.0), (12345, 0.5))
-    ]
+    results = [sample_next(logits, 0.0, top_p, torch.Generator().manual_seed(seed)) for seed, top_p in ((0, 1.0), (1, 1.0), (12345, 0.5))]
     for chosen, logp in results:  # the same whatever the generator's seed or top_p
         assert chosen.tolist() == [1, 0]
         assert logp.tolist() == pytest.approx(expected, abs=1e-6)

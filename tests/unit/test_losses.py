@@ -44,9 +44,7 @@ def test_loss_type_token_weights():
     assert get_loss_type("dapo")(lengths, micro, 8).tolist() == pytest.approx([1 / 12] * 3)
     # bnpo: token mean inside each micro-batch, then mean over the M = 2 micro-batches
     assert get_loss_type("bnpo")(lengths, micro, 8).tolist() == pytest.approx([1 / 12, 1 / 12, 1 / 12])
-    assert get_loss_type("bnpo")(lengths, torch.tensor([0, 1, 1]), 8).tolist() == pytest.approx(
-        [1 / 4, 1 / 20, 1 / 20]
-    )
+    assert get_loss_type("bnpo")(lengths, torch.tensor([0, 1, 1]), 8).tolist() == pytest.approx([1 / 4, 1 / 20, 1 / 20])
     # an empty completion sits in no micro-batch (id -1): weight 0, and M stays 2
     assert get_loss_type("bnpo")(torch.tensor([2.0, 4.0, 6.0, 0.0]), torch.tensor([0, 0, 1, -1]), 8).tolist() == pytest.approx(
         [1 / 12, 1 / 12, 1 / 12, 0.0]

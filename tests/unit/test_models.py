@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 from components.config import ModelConfig
+from components.hashing import file_sha256
 from components.models.provision import (
     PROVENANCE_FILE,
     ModelProvisionError,
@@ -11,7 +12,6 @@ from components.models.provision import (
     load_base_model,
     prepare_base_model,
 )
-from components.hashing import file_sha256
 
 
 def test_gguf_ships_in_the_installed_wheel():

@@ -56,10 +56,7 @@ def four_member_group(group_id: str = "g4") -> PromptGroup:
         domain="job",
         task="consistency",
         split="heldout",
-        members=[
-            Member(variant_id=v, attributes={"gender": VALUE_OF[v]}, text=f"Advise {VALUE_OF[v]} ({v}).")
-            for v in BASE
-        ],
+        members=[Member(variant_id=v, attributes={"gender": VALUE_OF[v]}, text=f"Advise {VALUE_OF[v]} ({v}).") for v in BASE],
         variant_axes={"gender": ["woman", "man"]},
     )
 
@@ -188,9 +185,7 @@ def test_axis_the_group_lacks_is_named_with_the_group():
 # --- summarize: tests per domain, validity, power, the reason a gap fell ------------------------
 
 
-def gap_frame(
-    base_gaps, tuned_gaps, domains=None, *, floors=(0.1, 0.1), truncated=(0.0, 0.0), n_samples=8
-) -> pd.DataFrame:
+def gap_frame(base_gaps, tuned_gaps, domains=None, *, floors=(0.1, 0.1), truncated=(0.0, 0.0), n_samples=8) -> pd.DataFrame:
     """Consistency table with given per-group gaps; noise floors (base, tuned) the same in every
     group, excess = gap − floor; truncated shares (base, tuned) per group (or per-group lists)."""
     n = len(base_gaps)

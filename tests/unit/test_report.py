@@ -46,21 +46,38 @@ def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) ->
     for i, (base, tuned) in enumerate(zip(base_gaps, tuned_gaps)):
         rows.append(
             {
-                "group_id": f"g{i}", "domain": "job", "axis": "gender", "n_variants": 2, "n_samples": 8,
-                "base_gap": base, "tuned_gap": tuned,
+                "group_id": f"g{i}",
+                "domain": "job",
+                "axis": "gender",
+                "n_variants": 2,
+                "n_samples": 8,
+                "base_gap": base,
+                "tuned_gap": tuned,
                 # the other gaps and the noise split: floor 0.1 (base) / 0.05 (tuned), excess = gap − floor
-                "base_any_variant_gap": base + 0.1, "tuned_any_variant_gap": tuned + 0.1,
-                "base_paraphrase_gap": 0.2, "tuned_paraphrase_gap": 0.1,
-                "base_signed_diff": -base, "tuned_signed_diff": -tuned,
-                "base_noise_floor": 0.1, "tuned_noise_floor": 0.05,
-                "base_excess_gap": base - 0.1, "tuned_excess_gap": tuned - 0.05,
-                "base_within_variant_sd": 0.3, "tuned_within_variant_sd": 0.2,
-                "base_truncated_share": 0.0, "tuned_truncated_share": 0.0,
-                "base_semantic_agreement": 0.5, "tuned_semantic_agreement": 0.5 + 0.1 * i,
-                "base_cross_variant_cosine": 0.4, "tuned_cross_variant_cosine": 0.6,
-                "base_helpfulness": 0.6, "tuned_helpfulness": 0.5 + 0.1 * i,
-                "base_words": 20.0, "tuned_words": 10.0 * (i + 1),
-                "base_empty_rate": 0.0, "tuned_empty_rate": 0.25 * i,
+                "base_any_variant_gap": base + 0.1,
+                "tuned_any_variant_gap": tuned + 0.1,
+                "base_paraphrase_gap": 0.2,
+                "tuned_paraphrase_gap": 0.1,
+                "base_signed_diff": -base,
+                "tuned_signed_diff": -tuned,
+                "base_noise_floor": 0.1,
+                "tuned_noise_floor": 0.05,
+                "base_excess_gap": base - 0.1,
+                "tuned_excess_gap": tuned - 0.05,
+                "base_within_variant_sd": 0.3,
+                "tuned_within_variant_sd": 0.2,
+                "base_truncated_share": 0.0,
+                "tuned_truncated_share": 0.0,
+                "base_semantic_agreement": 0.5,
+                "tuned_semantic_agreement": 0.5 + 0.1 * i,
+                "base_cross_variant_cosine": 0.4,
+                "tuned_cross_variant_cosine": 0.6,
+                "base_helpfulness": 0.6,
+                "tuned_helpfulness": 0.5 + 0.1 * i,
+                "base_words": 20.0,
+                "tuned_words": 10.0 * (i + 1),
+                "base_empty_rate": 0.0,
+                "tuned_empty_rate": 0.25 * i,
                 "base_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + base}),
                 "tuned_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + tuned}),
                 "base_axis_entropy": json.dumps({"gender=woman": 1.0, "gender=man": 1.0 + base}),
@@ -88,7 +105,9 @@ def diversity_frame() -> pd.DataFrame:
         for name, pairs in values.items():
             row[f"base_{name}"], row[f"tuned_{name}"] = pairs[i]
         row["base_answer_counts"] = json.dumps({"red": 4} if i == 0 else {"red": 1, "blue": 1})
-        row["tuned_answer_counts"] = json.dumps({"red": 1, "green": 1, "blue": 1} if i == 0 else {"red": 1, "blue": 1, "green": 1, "yellow": 1})
+        row["tuned_answer_counts"] = json.dumps(
+            {"red": 1, "green": 1, "blue": 1} if i == 0 else {"red": 1, "blue": 1, "green": 1, "yellow": 1}
+        )
         rows.append(row)
     return pd.DataFrame(rows, columns=DIVERSITY_COLUMNS)
 
@@ -248,7 +267,7 @@ def test_write_report_files(tmp_path):
     # one self-contained page: every plot inlined, no external resource
     page = files.html.read_text()
     assert page.count("data:image/png;base64,") == len(files.plots())
-    assert "src=\"http" not in page and "href=" not in page
+    assert 'src="http' not in page and "href=" not in page
     assert "consistency.gap" in page and "g1" in page
 
 

@@ -58,9 +58,17 @@ def test_the_verdict_comes_first_with_every_failed_gates_reason(tmp_path):
 
 
 def test_a_passing_evaluation_says_so(tmp_path):
-    loose = GateConfig(require_significance=False, min_relative_gap_reduction=0.0, max_helpfulness_drop=1.0, max_length_drop=1.0,
-                       max_empty_rate_increase=1.0, max_coverage_drop=1.0, max_validity_drop=1.0,
-                       max_discrimination_increase=None, min_profile_correlation=None)  # fmt: skip  (no decision benchmark in this summary)
+    loose = GateConfig(
+        require_significance=False,
+        min_relative_gap_reduction=0.0,
+        max_helpfulness_drop=1.0,
+        max_length_drop=1.0,
+        max_empty_rate_increase=1.0,
+        max_coverage_drop=1.0,
+        max_validity_drop=1.0,
+        max_discrimination_increase=None,
+        min_profile_correlation=None,
+    )  # fmt: skip  (no decision benchmark in this summary)
     page = page_of(tmp_path, loose)
     assert 'class="verdict pass"><h2>Verdict: passes every gate</h2>' in page
 

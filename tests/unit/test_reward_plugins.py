@@ -30,7 +30,9 @@ def brevity(rollout, group, cfg):
 @pytest.fixture
 def plugin_project(tmp_path):
     (tmp_path / "team_rewards.py").write_text(PLUGIN)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"reward": {"plugins": ["team_rewards"], "weights": {"test_plugin_brevity": 1.0}}}))
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({"reward": {"plugins": ["team_rewards"], "weights": {"test_plugin_brevity": 1.0}}})
+    )
     yield tmp_path
     if "test_plugin_brevity" in REWARDS:
         REWARDS.pop("test_plugin_brevity")

@@ -3,8 +3,8 @@ import math
 import pytest
 
 from components.config import RewardConfig
-from components.data.schema import Member, PromptGroup
 from components.contracts.rollouts import GroupBatch, Rollout
+from components.data.schema import Member, PromptGroup
 from components.rewards import compute_rewards, get_reward, register_reward
 from components.rewards.entropy import normalized_entropy, response_entropy, windowed_entropy
 from components.rewards.registry import REWARDS, RewardError
@@ -105,8 +105,10 @@ def test_compute_rewards_weights_per_group():
     cfg = RewardConfig(entropy_max_words=16, entropy_scope="answer")  # a = 0.4, b = 0.6
     other = GROUP.model_copy(update={"group_id": "g1"})
     rollouts = [
-        rollout("woman", "a b c d"), rollout("man", "a b c d"),
-        rollout("woman", "a b", 1, "g1"), rollout("man", "a b c d", 1, "g1"),
+        rollout("woman", "a b c d"),
+        rollout("man", "a b c d"),
+        rollout("woman", "a b", 1, "g1"),
+        rollout("man", "a b c d", 1, "g1"),
     ]
     total, per_fn = compute_rewards(GroupBatch([GROUP, other], rollouts), cfg)
     h4, h2 = normalized_entropy("a b c d", 16), normalized_entropy("a b", 16)

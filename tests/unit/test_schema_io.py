@@ -22,8 +22,7 @@ def _diversity(group_id: str, split: str = "heldout") -> PromptGroup:
 
 @pytest.fixture
 def groups() -> list[PromptGroup]:
-    return [_consistency("investment-0000"), _diversity("planet-p0"),
-            _consistency("investment-0001", "heldout")]
+    return [_consistency("investment-0000"), _diversity("planet-p0"), _consistency("investment-0001", "heldout")]
 
 
 def test_round_trip(tmp_path: Path, groups: list[PromptGroup]) -> None:
@@ -35,9 +34,7 @@ def test_round_trip(tmp_path: Path, groups: list[PromptGroup]) -> None:
     assert read_groups(paths["consistency"]) == [groups[0], groups[2]]
     assert read_groups(paths["diversity"]) == [groups[1]]
     lines = paths["consistency"].read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [
-        groups[0].model_dump(mode="json"), groups[2].model_dump(mode="json")
-    ]
+    assert [json.loads(line) for line in lines] == [groups[0].model_dump(mode="json"), groups[2].model_dump(mode="json")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["consistency.jsonl", "diversity.jsonl"]
 
 
@@ -101,9 +98,7 @@ def test_missing_field_names_field(tmp_path: Path, groups: list[PromptGroup]) ->
         ("colour", "red", r"line 4: colour: Extra inputs are not permitted"),
     ],
 )
-def test_schema_error_names_field_and_problem(
-    tmp_path: Path, groups: list[PromptGroup], field: str, value: object, expected: str
-) -> None:
+def test_schema_error_names_field_and_problem(tmp_path: Path, groups: list[PromptGroup], field: str, value: object, expected: str) -> None:
     row = groups[0].model_dump(mode="json") | {field: value}
     path = _file_with(tmp_path, groups, json.dumps(row))
     with pytest.raises(GroupFileError, match=expected) as info:

@@ -122,7 +122,7 @@ def test_transient_faults_are_told_apart_from_real_errors():
         try:
             raise requests.exceptions.ConnectionError("Connection refused")
         except Exception as exc:  # how MLflow's REST client wraps it (implicit __context__)
-            raise MlflowException(f"API request failed with exception {exc}")
+            raise MlflowException(f"API request failed with exception {exc}")  # noqa: B904  (implicit __context__, as MLflow does)
     except MlflowException as wrapped:
         assert is_transient(wrapped)
     assert is_transient(MlflowException("busy", error_code=TEMPORARILY_UNAVAILABLE))

@@ -123,7 +123,9 @@ def test_compare_and_adjust():
     assert c.mean_a == pytest.approx(1.6 / 3) and c.mean_b == pytest.approx(1.05 / 3)
     assert c.ci_low <= c.delta <= c.ci_high
     assert c.p_t == pytest.approx(paired_test(a, b).p_value)
-    flat = compare("base_vs_tuned", "x", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], labels=("base", "tuned"), n_resamples=500, confidence=0.9, seed=0)
+    flat = compare(
+        "base_vs_tuned", "x", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], labels=("base", "tuned"), n_resamples=500, confidence=0.9, seed=0
+    )
     adjusted = adjust([c, flat], alpha=0.2)
     assert adjusted[0].q_bh == pytest.approx(c.p_t)  # m = 1: the flat metric has no p-value
     assert adjusted[0].significant is (c.p_t < 0.2)

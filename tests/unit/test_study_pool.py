@@ -84,10 +84,10 @@ def test_torchrun_processes_must_be_a_whole_number(monkeypatch, tmp_path):
 
 
 def test_submit_needs_a_prefect_server(tmp_path, monkeypatch):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     from flows.cli import app
     from tests.conftest import make_project
-
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "arms": {"a": {"description": "a"}}}})
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -104,7 +104,8 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
     -m flows.study_train ...`, and each rank rebuilds exactly the arm's params (profile, overrides, paths)."""
     import subprocess
 
-    from flows import steps, study as study_module, study_train
+    from flows import steps, study_train
+    from flows import study as study_module
     from flows.study import NPROC_ENV, arm_params, load_study, train_arm
     from tests.conftest import make_project
 

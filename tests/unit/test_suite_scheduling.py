@@ -29,9 +29,7 @@ print([before, sorted(os.sched_getaffinity(0))])
 def affinity_in_worker(**env: str) -> tuple[list[int], list[int]]:
     """(CPUs before, CPUs after) importing tests/conftest.py in a process with this xdist environment."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "GROUPWISE_TEST_PIN"))}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, check=True)
     before, after = ast.literal_eval(done.stdout.strip())
     return before, after
 

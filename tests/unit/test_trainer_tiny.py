@@ -72,9 +72,7 @@ def test_gapo_frequency_reward_with_seed_grpo_trains_on_diversity_groups(tiny_mo
     params = params.model_copy(
         update={
             "reward": params.reward.model_copy(update={"weights": {"frequency_aware": 1.0}}),
-            "train": params.train.model_copy(
-                update={"advantage": params.train.advantage.model_copy(update={"estimator": "seed_grpo"})}
-            ),
+            "train": params.train.model_copy(update={"advantage": params.train.advantage.model_copy(update={"estimator": "seed_grpo"})}),
         }
     )
     result = train(params, [colour], tiny_model_dir, tmp_path / "ckpt", show_progress=False)

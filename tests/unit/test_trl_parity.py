@@ -29,9 +29,19 @@ EPS_LOW, EPS_HIGH, BETA = 0.2, 0.28, 0.04
 def trl_loss_trainer(tmp_path, loss_type: str, accumulation: int, steps_per_generation: int = 1, correction=False):
     """A GRPOTrainer with just the state `_compute_loss` reads (set the way its __init__ sets it)."""
     args = GRPOConfig(
-        output_dir=str(tmp_path), use_cpu=True, bf16=False, loss_type=loss_type, beta=BETA, epsilon=EPS_LOW,
-        epsilon_high=EPS_HIGH, max_completion_length=MAX_LEN, steps_per_generation=steps_per_generation,
-        gradient_accumulation_steps=accumulation, per_device_train_batch_size=2, num_generations=2, report_to=[],
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        loss_type=loss_type,
+        beta=BETA,
+        epsilon=EPS_LOW,
+        epsilon_high=EPS_HIGH,
+        max_completion_length=MAX_LEN,
+        steps_per_generation=steps_per_generation,
+        gradient_accumulation_steps=accumulation,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        report_to=[],
         use_bias_correction_kl=correction,
     )
     trainer = GRPOTrainer.__new__(GRPOTrainer)
@@ -97,9 +107,7 @@ def test_loss_and_gradients_match_trl(tmp_path, loss_type, accumulation, correct
     trl_total, trl_grad = torch.tensor(0.0, dtype=torch.float64), torch.zeros_like(logp)
     for j in range(accumulation):
         rows = micro == j
-        loss, grad = trl_micro_batch_loss(
-            trainer, logp[rows], old[rows], ref[rows], adv[rows], mask[rows], num_items=int(mask.sum())
-        )
+        loss, grad = trl_micro_batch_loss(trainer, logp[rows], old[rows], ref[rows], adv[rows], mask[rows], num_items=int(mask.sum()))
         trl_total += loss
         trl_grad[rows] = grad
 
@@ -144,8 +152,15 @@ def test_grpo_advantages_match_trl_on_single_prompt_groups(tiny_model_dir, tmp_p
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     args = GRPOConfig(
-        output_dir=str(tmp_path), use_cpu=True, bf16=False, num_generations=k, per_device_train_batch_size=len(chosen),
-        max_completion_length=4, scale_rewards=scale, report_to=[], seed=0,
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        num_generations=k,
+        per_device_train_batch_size=len(chosen),
+        max_completion_length=4,
+        scale_rewards=scale,
+        report_to=[],
+        seed=0,
     )
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts])
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tokenizer)

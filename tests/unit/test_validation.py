@@ -36,8 +36,7 @@ def built_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def built_rows(built_dir: Path) -> Rows:
     return {
-        task: [json.loads(line) for line in (built_dir / f"{task}.jsonl").read_text().splitlines()]
-        for task in ("consistency", "diversity")
+        task: [json.loads(line) for line in (built_dir / f"{task}.jsonl").read_text().splitlines()] for task in ("consistency", "diversity")
     }
 
 
@@ -302,8 +301,13 @@ def _special_tokens(rows: Rows) -> list[Where]:
 def _heldout_decision_question(rows: Rows) -> list[Where]:
     index = next(i for i, r in enumerate(rows["consistency"]) if i > 25 and r["split"] == "train")
     r = rows["consistency"][index]
-    r["decision"] = {"benchmark": "discrim_eval", "question_id": 4, "answer_prefix": 'my answer would be "',
-                     "yes_words": ["yes"], "no_words": ["no"]}  # fmt: skip  (question 4: one of DiscrimEval's held-out)
+    r["decision"] = {
+        "benchmark": "discrim_eval",
+        "question_id": 4,
+        "answer_prefix": 'my answer would be "',
+        "yes_words": ["yes"],
+        "no_words": ["no"],
+    }  # fmt: skip  (question 4: one of DiscrimEval's held-out)
     return [Where(index + 1, r["group_id"], "discrim_eval question 4 is one of the benchmark's held-out questions")]
 
 
@@ -320,12 +324,16 @@ BREAKAGES = [
     Breakage("text_length_within_bounds", "consistency", _short_text),
     Breakage("text_length_within_bounds", "diversity", _long_text),
     Breakage(
-        "group_id_unique", "consistency", _duplicate_group_id,
+        "group_id_unique",
+        "consistency",
+        _duplicate_group_id,
         frozenset({"variant_id_unique_in_group", "group_id_in_one_split"}),
     ),
     Breakage("variant_id_unique_in_group", "consistency", _duplicate_variant_id),
     Breakage(
-        "consistency_has_min_members", "consistency", _single_member,
+        "consistency_has_min_members",
+        "consistency",
+        _single_member,
         frozenset({"consistency_covers_variant_axes"}),
     ),
     Breakage("consistency_declares_variant_axes", "consistency", _no_axes),
@@ -335,7 +343,9 @@ BREAKAGES = [
     Breakage("diversity_has_valid_answers", "diversity", _empty_valid_set),
     Breakage("diversity_normalizer_registered", "diversity", _unknown_normalizer),
     Breakage(
-        "group_id_in_one_split", "consistency", _group_in_both_splits,
+        "group_id_in_one_split",
+        "consistency",
+        _group_in_both_splits,
         frozenset({"group_id_unique", "variant_id_unique_in_group"}),
     ),
     Breakage("prompt_text_in_one_split", "consistency", _text_in_both_splits),
@@ -355,9 +365,7 @@ def test_every_rule_has_a_breakage() -> None:
 
 
 @pytest.mark.parametrize("breakage", BREAKAGES, ids=lambda b: f"{b.rule}-{b.mutate.__name__}")
-def test_breaking_a_rule_names_rule_file_and_row(
-    breakage: Breakage, built_rows: Rows, tmp_path: Path, tokenizer: TokenizerInfo
-) -> None:
+def test_breaking_a_rule_names_rule_file_and_row(breakage: Breakage, built_rows: Rows, tmp_path: Path, tokenizer: TokenizerInfo) -> None:
     rows = copy.deepcopy(built_rows)
     expected = breakage.mutate(rows)
     error, saved = _validate_broken(rows, tmp_path, tokenizer)
@@ -379,9 +387,7 @@ def test_breaking_a_rule_names_rule_file_and_row(
         assert prefix in line, (prefix, line)
         assert where.snippet in line.split(prefix, 1)[1], (where.snippet, line)
 
-    result = next(
-        r for r in saved["rules"] if r["rule"] == breakage.rule and r["file"] == str(path)
-    )
+    result = next(r for r in saved["rules"] if r["rule"] == breakage.rule and r["file"] == str(path))
     assert {row["line"] for row in result["offending_rows"]} >= {w.line for w in expected}
 
 
@@ -416,7 +422,10 @@ def test_invalid_utf8_is_a_row_error_and_rewrites_a_passing_report(built_dir: Pa
     lines = (tmp_path / "diversity.jsonl").read_bytes().splitlines(keepends=True)
     lines[2] = lines[2].replace(b'"', b'\xff"', 1)  # one byte that is not UTF-8, at column 1
     (tmp_path / "diversity.jsonl").write_bytes(b"".join(lines))
-    with pytest.raises(GroupValidationError, match=r"diversity\.jsonl: rule 'line_is_json_object' failed for 1 row\(s\): line 3 \(not valid UTF-8 \(byte 0xff at column 2\)\)"):
+    with pytest.raises(
+        GroupValidationError,
+        match=r"diversity\.jsonl: rule 'line_is_json_object' failed for 1 row\(s\): line 3 \(not valid UTF-8 \(byte 0xff at column 2\)\)",
+    ):
         validate_groups(tmp_path, DATA_CFG, report_path)
     assert json.loads(report_path.read_text())["success"] is False
 

@@ -29,8 +29,13 @@ FULL = VersionTags(
     champion_at_registration="3",
     metrics={"consistency.tuned_mean_gap": 0.3, "consistency.per_domain.job.q_value": 0.004, "diversity.n_tasks": 2.0},
     provenance=Provenance("aa", "bb.dir", "cc", "dd", train_groups=12, train_prompts=40),
-    params={"train.lr": "0.0002", "lora.target_modules": '["q_proj", "v_proj"]', "train.loss_type": "grpo",
-            "reward.weights.stability": "0.6", "model.id": "null"},  # fmt: skip
+    params={
+        "train.lr": "0.0002",
+        "lora.target_modules": '["q_proj", "v_proj"]',
+        "train.loss_type": "grpo",
+        "reward.weights.stability": "0.6",
+        "model.id": "null",
+    },  # fmt: skip
     fingerprint="f" * 32,
     promotion=PromotionRecord("alice", "2026-11-23T10:00:00+00:00", "better gap", False, NO_CHAMPION, "pass"),
     rollback=RollbackRecord("bob", "2026-11-24T10:00:00+00:00", "regression", "2"),
@@ -100,7 +105,9 @@ def test_registration_tags_carry_verdicts_metrics_and_provenance():
     assert float(tags["metric.consistency.tuned_mean_gap"]) == summary.consistency.tuned_mean_gap
     assert "metric.consistency.base_mean_words" in tags  # the file's key, not the field's name
     assert not any(key.startswith("metric.schema_version") for key in tags)
-    assert {k: v for k, v in tags.items() if k.startswith("metric.")} == metrics_to_tags(json.loads((ROOT / "results/study/grpo/metrics.json").read_text()))
+    assert {k: v for k, v in tags.items() if k.startswith("metric.")} == metrics_to_tags(
+        json.loads((ROOT / "results/study/grpo/metrics.json").read_text())
+    )
     # what the champion gates read back from a registered champion
     champion = Champion("1", VersionTags.from_tags(tags).metrics_tree())
     assert champion.metrics["consistency"]["tuned_helpfulness"] == summary.consistency.tuned_helpfulness
@@ -195,7 +202,8 @@ def test_the_run_link_is_the_mlflow_ui_page_on_a_server_and_a_hint_otherwise():
     assert run_link("https://mlflow.example.org", "0", "abc") == "https://mlflow.example.org/#/experiments/0/runs/abc"
     assert run_link("http://mlflow.lan:5000", None, "abc") == "run `abc` on http://mlflow.lan:5000 (its experiment was not found)"
     assert run_link("sqlite:///mlruns/mlflow.db", "1", "abc") == (
-        "run `abc`: `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db`, then http://127.0.0.1:5000/#/experiments/1/runs/abc")
+        "run `abc`: `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db`, then http://127.0.0.1:5000/#/experiments/1/runs/abc"
+    )
     card = _card(FULL.to_tags(), "http://mlflow.lan:5000", "7")
     assert "| MLflow run | http://mlflow.lan:5000/#/experiments/7/runs/r1 |" in card
 
@@ -221,7 +229,9 @@ def test_register_run_tags_are_the_version_tags_gate_record():
     tags = decision.run_tags()
     assert registration_tags(decision, None, summary, Provenance()).gate_tags() == {**tags, "gate.champion_at_registration": "none"}
     assert tags["gate.passed"] == str(decision.passed).lower()
-    assert {k: v for k, v in tags.items() if k != "gate.passed"} == {f"gate.{r.name}": "pass" if r.passed else "fail" for r in decision.results}
+    assert {k: v for k, v in tags.items() if k != "gate.passed"} == {
+        f"gate.{r.name}": "pass" if r.passed else "fail" for r in decision.results
+    }
     assert VersionTags.from_tags(tags).gates == decision.verdicts()
 
 
