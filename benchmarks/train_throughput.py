@@ -13,7 +13,7 @@ Rows (`--rows`): groupwise with transformers rollouts, with vLLM rollouts (weigh
 loaded in place, or a LoRARequest per step), with vLLM rollouts and bf16 training, TRL's
 GRPOTrainer, and TRL with `use_vllm` colocate (a row that cannot run says why).
 
-    python benchmarks/train_throughput.py --max-new-tokens 256       # the README table
+    python benchmarks/train_throughput.py --max-new-tokens 256       # the table in docs/benchmarks.md
     python benchmarks/train_throughput.py --task diversity --max-new-tokens 64 --rows groupwise trl
 """
 

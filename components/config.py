@@ -446,6 +446,9 @@ class GateConfig(_Section):
     max_coverage_drop: float = Field(0.05, ge=0, description="base - tuned valid-set coverage <= this")
     max_validity_drop: float = Field(0.05, ge=0, description="base - tuned share of valid answers on the diversity tasks <= this")
     max_length_drop: float = Field(0.5, ge=0, le=1, description="(base - tuned mean words) / base mean words <= this (1 disables)")
+    max_length_growth: float | None = Field(
+        0.25, ge=0, description="(tuned - base mean words) / base mean words <= this: no consistency bought with length (null: off)"
+    )
     max_empty_rate_increase: float = Field(0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)")
     max_discrimination_increase: float | None = Field(
         0.01, ge=0,

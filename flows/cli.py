@@ -98,45 +98,47 @@ def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Option
         out.print(f"  {key}: {escape(value)}")
 
 
-@app.command()
-def build(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+@_command("build")
+def build(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Build prompt groups (PromptGroup JSONL) from data/templates."""
-    _run_step("build", params, profile)
+    _run_step("build", params, profile, sets)
 
 
-@app.command("import")
+@_command("import")
 def import_(
     file: Path = typer.Argument(..., help="your groups: .jsonl or .csv, one row per prompt (docs/data.md)"),
     params: Path = ParamsOpt,
     profile: Optional[str] = ProfileOpt,
+    sets: Optional[list[str]] = SetOpt,
 ) -> None:
     """Import your own prompt groups (instead of data/templates) and validate them like built ones.
 
     For the flow and `dvc repro`, set `data.groups_file` in params.yaml instead: the build step then imports it.
     """
-    _run_step("build", params, profile, [f"data.groups_file={json.dumps(str(file.resolve()))}"])
-    _run_step("validate", params, profile, [f"data.groups_file={json.dumps(str(file.resolve()))}"])
+    groups_file = [*(sets or []), f"data.groups_file={json.dumps(str(file.resolve()))}"]
+    _run_step("build", params, profile, groups_file)
+    _run_step("validate", params, profile, groups_file)
 
 
-@app.command()
-def validate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+@_command("validate")
+def validate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Validate the group files with Great Expectations (fails naming file, rule and rows)."""
-    _run_step("validate", params, profile)
+    _run_step("validate", params, profile, sets)
 
 
-@app.command("prepare-model")
-def prepare_model(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+@_command("prepare-model")
+def prepare_model(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Convert the embedded SmolLM2 GGUF (or build the tiny test model) to safetensors."""
-    _run_step("prepare-model", params, profile)
+    _run_step("prepare-model", params, profile, sets)
 
 
-@app.command("prepare-benchmarks")
-def prepare_benchmarks(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+@_command("prepare-benchmarks")
+def prepare_benchmarks(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Fetch the decision benchmarks' data (DiscrimEval) once and check every file's SHA-256."""
-    _run_step("prepare-benchmarks", params, profile)
+    _run_step("prepare-benchmarks", params, profile, sets)
 
 
-@app.command()
+@_command("train")
 def train(
     params: Path = ParamsOpt,
     profile: Optional[str] = ProfileOpt,
@@ -147,16 +149,16 @@ def train(
     _run_step("train", params, profile, sets, resume=resume)
 
 
-@app.command()
+@_command("evaluate")
 def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Evaluate base vs tuned on held-out groups (metrics.json, tables, plots)."""
     _run_step("evaluate", params, profile, sets)
 
 
-@app.command()
-def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+@_command("register")
+def register(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Apply the gates; on pass register the adapter in MLflow with the configured alias."""
-    _run_step("register", params, profile)
+    _run_step("register", params, profile, sets)
 
 
 @_command("study")

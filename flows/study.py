@@ -217,7 +217,7 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
               "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run,
-              "machine": machine_record()}  # fmt: skip
+              "machine": machine_record(), "family": arm.family, "start_from": arm.start_from}  # fmt: skip
     try:
         if not arm_done(study, name, record["fingerprint"]):
             if arm.kind == "train":

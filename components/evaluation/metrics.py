@@ -31,6 +31,7 @@ import numpy as np
 from scipy import special
 from scipy.spatial import distance
 
+from components.grpo.semantic import semantic_entropy  # noqa: F401  (one definition: SE over meaning clusters, Kuhn et al. 2023)
 from components.rewards.entropy import EntropyScope, normalized_entropy, response_entropy, words
 
 
@@ -259,13 +260,6 @@ def vendi_score(vectors: np.ndarray) -> float:
         raise ValueError("Vendi score of no samples is undefined")
     eigenvalues = np.clip(np.linalg.eigvalsh(vectors @ vectors.T / len(vectors)), 0.0, None)
     return float(math.exp(_entropy(eigenvalues)))
-
-
-def semantic_entropy(labels: Sequence[int]) -> float:
-    """Discrete semantic entropy SE = −Σ_c p_c log p_c, p_c = |{i : c_i = c}| / N (nats; Kuhn et al. 2023)."""
-    if not labels:
-        raise ValueError("semantic entropy of no samples is undefined")
-    return _entropy(np.fromiter(Counter(labels).values(), dtype=np.float64))
 
 
 def n_clusters(labels: Sequence[int]) -> int:

@@ -45,6 +45,9 @@ Measures:
   <= max_length_drop, i.e. the tuned mean response length keeps at least (1 − max_length_drop)
   of the base's (collapse to short answers); passes with a note when the base mean is 0.
   The five diversity gates pass with a note when no diversity task was evaluated (n_tasks = 0).
+- relative length growth (``length_growth``): (tuned_words − base_words) / base_words
+  <= max_length_growth: consistency bought with length (answers longer than the prompt asked
+  for, the reward-hacking failure most reported for GRPO) is refused; null switches it off.
 - versus the champion (``champion_gap``: tuned_mean_gap − champion's <= champion_max_gap_increase
   in nats; ``champion_helpfulness``: champion's tuned_helpfulness − ours
   <= champion_max_helpfulness_drop). Both pass with a note when there is no champion, or when the
@@ -492,16 +495,30 @@ def worsening(spec: GateSpec, metrics: Mapping, threshold: float, champion: Cham
 
 def relative_drop(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
     """(base − tuned) / base <= threshold, i.e. tuned >= (1 − threshold) × base; an empty base passes."""
+    return _relative_change(spec, metrics, threshold, -1.0)
+
+
+def relative_growth(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """(tuned − base) / base <= threshold, i.e. tuned <= (1 + threshold) × base (answers that grew
+    past what the prompt asked for: length bought consistency); an empty base passes; off when null."""
+    if not math.isfinite(threshold):
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: gate off (gate.{spec.threshold} is null)")
+    return _relative_change(spec, metrics, threshold, 1.0)
+
+
+def _relative_change(spec: GateSpec, metrics: Mapping, threshold: float, sign: float) -> GateResult:
+    """sign · (tuned − base) / base <= threshold (sign −1: a drop, +1: a growth)."""
     pair = _section_pair(spec, metrics, threshold)
     if isinstance(pair, GateResult):
         return pair
     base, tuned = pair
     shown = f"tuned {tuned:.1f} {spec.what} vs base {base:.1f}"
     if base == 0:
-        return GateResult(spec.name, None, threshold, True, f"{spec.name}: base responses are empty, no length to lose ({shown})")
-    drop = (base - tuned) / base
-    passed, comparison = _at_most(drop, threshold)
-    return GateResult(spec.name, drop, threshold, passed, f"{spec.name}: relative drop {comparison} ({shown})")
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: base responses are empty, no length to compare ({shown})")
+    change = sign * (tuned - base) / base
+    passed, comparison = _at_most(change, threshold)
+    kind = "drop" if sign < 0 else "growth"
+    return GateResult(spec.name, change, threshold, passed, f"{spec.name}: relative {kind} {comparison} ({shown})")
 
 
 def versus_champion(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
@@ -548,16 +565,24 @@ def _score_growth(benchmark: str, summary: object) -> tuple[list[tuple[float, st
     return growths, missing
 
 
+def _fairness_section(spec: GateSpec, metrics: Mapping, threshold: float) -> Mapping | GateResult:
+    """The ``fairness`` section a decision-benchmark gate judges, or its result already: passed when
+    the gate is off (a null threshold, +inf here), failed when no benchmark was evaluated."""
+    if not math.isfinite(threshold):
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: gate off (gate.{spec.threshold} is null)")
+    section = metrics.get("fairness")
+    if not isinstance(section, Mapping) or not section:
+        return _missing(spec.name, threshold, "fairness (no decision benchmark evaluated; see eval.fairness.benchmarks)")
+    return section
+
+
 def fairness(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
     """max over decision benchmarks and their gated scores (DiscrimEval: female and non-binary
     against male) of |tuned score| − |base score| <= threshold (log-odds); off when the threshold is
     null (+inf here); no ``fairness`` section, or a gated score missing, fails."""
-    name = spec.name
-    if not math.isfinite(threshold):
-        return GateResult(name, None, threshold, True, f"{name}: gate off (gate.max_discrimination_increase is null)")
-    section = metrics.get("fairness")
-    if not isinstance(section, Mapping) or not section:
-        return _missing(name, threshold, "fairness (no decision benchmark evaluated; see eval.fairness.benchmarks)")
+    name, section = spec.name, _fairness_section(spec, metrics, threshold)
+    if isinstance(section, GateResult):
+        return section
     growths, missing = [], []
     for benchmark, summary in section.items():
         found, lacking = _score_growth(benchmark, summary)
@@ -577,12 +602,9 @@ def profile_correlation(spec: GateSpec, metrics: Mapping, threshold: float, cham
     mean log-odds with the base model's >= threshold: the tuned model still tells questions apart
     (a model that answers every question alike has no disparity and passes `fairness`); off when
     the threshold is null (+inf here); no ``fairness`` section fails."""
-    name = spec.name
-    if not math.isfinite(threshold):
-        return GateResult(name, None, threshold, True, f"{name}: gate off (gate.min_profile_correlation is null)")
-    section = metrics.get("fairness")
-    if not isinstance(section, Mapping) or not section:
-        return _missing(name, threshold, "fairness (no decision benchmark evaluated; see eval.fairness.benchmarks)")
+    name, section = spec.name, _fairness_section(spec, metrics, threshold)
+    if isinstance(section, GateResult):
+        return section
     found = {b: s.get("profile_correlation") if isinstance(s, Mapping) else None for b, s in section.items()}
     lacking = [f"fairness.{b}.profile_correlation" for b, v in found.items() if not isinstance(v, (int, float)) or math.isnan(v)]
     if lacking:
@@ -606,6 +628,8 @@ GATES: dict[str, GateSpec] = _table(
     GateSpec("significance", significance, section="consistency", metric="mean_gap", threshold="require_significance", higher_is_better=False),
     GateSpec("helpfulness", worsening, section="consistency", metric="helpfulness", threshold="max_helpfulness_drop", what="H_norm"),
     GateSpec("length", relative_drop, section="consistency", metric="words", threshold="max_length_drop", what="words per response"),
+    GateSpec("length_growth", relative_growth, section="consistency", metric="words", threshold="max_length_growth", higher_is_better=False,
+             what="words per response"),
     GateSpec("empty_rate", worsening, section="consistency", metric="empty_rate", threshold="max_empty_rate_increase", higher_is_better=False,
              what="empty-answer share"),
     GateSpec("coverage", worsening, section="diversity", metric="coverage", threshold="max_coverage_drop", what="valid-set coverage"),

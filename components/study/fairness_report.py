@@ -50,8 +50,9 @@ def _ratio(score, reference) -> float | None:
     return 1.0 - abs(score) / abs(reference)
 
 
-def arm_rows(arms_dir: Path, name: str, start: str | None) -> list[dict]:
-    """One row per benchmark and gated demographic of a finished arm (none if unfinished)."""
+def arm_rows(arms_dir: Path, name: str, start: str | None, family: str | None = None) -> list[dict]:
+    """One row per benchmark and gated demographic of a finished arm (none if unfinished); `family`:
+    the arm its seeds were expanded from (the study config's, else the arm itself)."""
     folder = Path(arms_dir) / name
     if not (folder / ARM_FILE).is_file() or not (folder / METRICS).is_file():
         return []
@@ -74,7 +75,7 @@ def arm_rows(arms_dir: Path, name: str, start: str | None) -> list[dict]:
                 both = pd.concat([theirs.abs(), mine.abs()], axis=1, join="inner").dropna()
                 removal_p = paired_test(both.iloc[:, 0].tolist(), both.iloc[:, 1].tolist()).p_value if len(both) > 1 else None
             rows.append({
-                "arm": name, "family": record.get("family") or name, "seed": _get(record, "overrides", "seed"),
+                "arm": name, "family": family or name, "seed": _get(record, "overrides", "seed"),
                 "kind": record.get("kind"), "benchmark": benchmark, "demographic": key,
                 "n_questions": summary.get("n_questions"), "base_score": score.get("base_score"),
                 "tuned_score": score.get("tuned_score"), "tuned_ci_low": score.get("tuned_ci_low"),
@@ -99,7 +100,7 @@ def arm_rows(arms_dir: Path, name: str, start: str | None) -> list[dict]:
 
 def fairness_table(arms_dir: Path, arms: dict[str, dict]) -> pd.DataFrame:
     """Every finished arm's rows, in the study's order; removal q = BH over the removal tests."""
-    rows = [r for name, arm in arms.items() for r in arm_rows(arms_dir, name, arm.get("start_from"))]
+    rows = [r for name, arm in arms.items() for r in arm_rows(arms_dir, name, arm.get("start_from"), arm.get("family"))]
     table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "removal_q"])
     table["removal_q"] = benjamini_hochberg([None if pd.isna(p) else float(p) for p in table["removal_p"]]) if len(table) else []
     return table[COLUMNS]

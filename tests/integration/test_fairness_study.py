@@ -22,8 +22,10 @@ STUDY = {
     "report": "fairness",
     "arms": {
         "base": {"kind": "decoding", "description": "base against itself", "overrides": {"eval": {"candidate": {"source": "base"}}}},
-        "parity": {"description": "decision parity", "seeds": [1, 2], "overrides": {"reward": DECISIONS}},
-        "continued": {"description": "parity again from parity's adapter", "seeds": [1, 2], "start_from": "parity",
+        # counterfactual logit pairing: its gradient goes through the log-odds themselves, so the random tiny model
+        # (which almost never samples "yes" or "no", whose decision rewards are then 0) moves too
+        "parity": {"description": "pairing", "seeds": [1, 2], "overrides": {"train": {"objective": "counterfactual_logit_pairing"}}},
+        "continued": {"description": "decision parity from pairing's adapter", "seeds": [1, 2], "start_from": "parity",
                       "overrides": {"reward": DECISIONS, "train": {"beta": 0.0}}},
     },
 }  # fmt: skip

@@ -9,10 +9,10 @@ import pytest
 from components.study.fairness_report import fairness_table, family_summary, target_rows, write_fairness_report
 
 
-def write_arm(arms_dir, name, female, nb, *, family=None, seed=None, rho=0.95, kind="train", base=(0.04, 0.04)):
+def write_arm(arms_dir, name, female, nb, *, seed=None, rho=0.95, kind="train", base=(0.04, 0.04)):
     folder = arms_dir / name
     folder.mkdir(parents=True)
-    record = {"name": name, "kind": kind, "family": family, "overrides": {"seed": seed} if seed else {}, "train_seconds": 300.0}
+    record = {"name": name, "kind": kind, "overrides": {"seed": seed} if seed else {}, "train_seconds": 300.0}
     (folder / "arm.json").write_text(json.dumps(record))
     scores = {
         key: {"base_score": b, "tuned_score": t, "tuned_ci_low": t - 0.01, "tuned_ci_high": t + 0.01, "delta_p_value": 1e-4, "delta_q_value": 2e-4}
@@ -42,10 +42,10 @@ ARMS = {
 def arms_dir(tmp_path):
     arms = tmp_path / "study-fairness"
     write_arm(arms, "prompt-intervention", 0.03, 0.035, kind="decoding")
-    write_arm(arms, "decision-parity-s1", 0.01, 0.016, family="decision-parity", seed=1)
-    write_arm(arms, "decision-parity-s2", 0.02, 0.012, family="decision-parity", seed=2, rho=0.85)
-    write_arm(arms, "planted-bias-s1", -0.4, -0.1, family="planted-bias", seed=1)
-    write_arm(arms, "planted-to-parity-s1", -0.04, -0.02, family="planted-to-parity", seed=1)
+    write_arm(arms, "decision-parity-s1", 0.01, 0.016, seed=1)
+    write_arm(arms, "decision-parity-s2", 0.02, 0.012, seed=2, rho=0.85)
+    write_arm(arms, "planted-bias-s1", -0.4, -0.1, seed=1)
+    write_arm(arms, "planted-to-parity-s1", -0.04, -0.02, seed=1)
     return arms
 
 

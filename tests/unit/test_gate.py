@@ -141,7 +141,7 @@ def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
-        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate",
+        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate",
         "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
         "profile_correlation", "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
@@ -543,12 +543,12 @@ def test_missing_consistency_fails_every_gate_that_needs_it():
     decision = evaluate_gates(metrics, GATE)
     assert not decision.passed
     failed = {reason.split(":")[0] for reason in decision.reasons()}
-    assert failed == {"truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate"}
+    assert failed == {"truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate"}
     # with a champion to compare against, the champion gates need the consistency metrics too
     decision = evaluate_gates(metrics, GATE, Champion("1", good_metrics()))
     failed = {reason.split(":")[0] for reason in decision.reasons()}
     assert failed == {
-        "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "champion_gap",
+        "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate", "champion_gap",
         "champion_helpfulness",
     }  # fmt: skip
 
@@ -744,6 +744,23 @@ def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
     off = GATE.model_copy(update={"max_discrimination_increase": None})
     decision, gate = result(good_metrics() | {"fairness": {}}, "fairness", off)
     assert gate.passed and "gate off" in gate.reason and "gate.fairness.threshold" not in decision.run_metrics()
+
+
+def test_length_growth_refuses_consistency_bought_with_length():
+    """The consistency study's main arm answered in 172 words against the base's 61 (results/study/grpo):
+    the default gates refuse it for that; the reference `make run` (64 -> 72 words) keeps within 25 %."""
+    root = Path(__file__).resolve().parents[2]
+    grpo = json.loads((root / "results/study/grpo/metrics.json").read_text())
+    _, gate = result(grpo, "length_growth", GateConfig())
+    assert not gate.passed and gate.value == pytest.approx(171.593 / 61.377 - 1, abs=1e-3) and "relative growth" in gate.reason
+    reference = json.loads((root / "data/reports/metrics.json").read_text())
+    assert result(reference, "length_growth", GateConfig())[1].passed
+    metrics = good_metrics()
+    metrics["consistency"]["tuned_mean_words"] = metrics["consistency"]["base_mean_words"] * 1.25  # at the threshold
+    assert result(metrics, "length_growth")[1].passed
+    off = GATE.model_copy(update={"max_length_growth": None})
+    metrics["consistency"]["tuned_mean_words"] = metrics["consistency"]["base_mean_words"] * 5
+    assert not result(metrics, "length_growth")[1].passed and result(metrics, "length_growth", off)[1].passed
 
 
 def test_profile_correlation_refuses_a_model_that_decides_every_question_alike():
