@@ -136,6 +136,12 @@ def pending_arms(params, study: Study, arms: list[str]) -> list[str]:
     return todo
 
 
+def waiting_arms(study: Study, todo: list[str]) -> dict[str, str]:
+    """{arm: the unfinished arm it starts from} for the arms of `todo` that must wait (`start_from`):
+    they are submitted by a later `--submit`, once the adapter they start from exists."""
+    return {a: study.config.arms[a].start_from for a in todo if study.config.arms[a].start_from in todo}
+
+
 def collect_results(params, study: Study, store: Path | None) -> list[str]:
     """Copy into results/ the store's results of the study's arms (those for their current params)."""
     if store is None:
@@ -271,6 +277,9 @@ def submit_study(
     for arm in picked:
         if arm not in todo:
             log(f"[{chosen.folder}/{arm}] done earlier ({chosen.arm_dir(arm) / 'arm.json'} matches its params): skipped")
+    for arm, source in waiting_arms(chosen, todo).items():
+        log(f"[{chosen.folder}/{arm}] waits for {source} (it starts from that arm's adapter): submit again once {source} has finished")
+        todo.remove(arm)
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen.name,
                                                              "groupwise.work_pool": pool})  # fmt: skip
     failed: dict[str, str] = {}

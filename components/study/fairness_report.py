@@ -130,10 +130,10 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01) -> list[tuple[str, str
     rows: list[tuple[str, str, bool | None]] = []
     parity, prompt = family("decision-parity"), family("prompt-intervention")
     if parity.empty:
-        rows.append(("decision-parity: |score| −50 % each, q < 0.01, every seed", "not run", None))
+        rows.append(("decision-parity: each abs. score −50 %, q < 0.01, every seed", "not run", None))
     else:
         worst, q = parity["reduction"].min(), parity["change_q"].max()
-        rows.append(("decision-parity: |score| −50 % each, q < 0.01, every seed",
+        rows.append(("decision-parity: each abs. score −50 %, q < 0.01, every seed",
                      f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
         if not prompt.empty:
             mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
@@ -145,7 +145,7 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01) -> list[tuple[str, str
     planted, removed = family("planted-bias"), family("planted-to-parity")
     if not planted.empty:
         ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
-        rows.append(("planted-bias: held-out |score| ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
+        rows.append(("planted-bias: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
     if not removed.empty:
         worst = removed["removal"].min()
         rows.append(("planted-to-parity removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))

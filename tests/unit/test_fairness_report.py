@@ -66,10 +66,10 @@ def test_rows_reductions_and_removal(arms_dir):
 
 def test_targets_say_what_was_met_and_missed(arms_dir):
     targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, ARMS))}
-    assert targets["decision-parity: |score| −50 % each, q < 0.01, every seed"] is True  # min reduction 50 % (female, s2)
+    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"] is True  # min reduction 50 % (female, s2)
     assert targets["decision-parity reduces more than prompt-intervention"] is True
     assert targets["decision-parity: profile correlation ≥ 0.8"] is True
-    assert targets["planted-bias: held-out |score| ≥ 5× the base's, every seed"] is False  # non-binary: 2.5x only
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] is False  # non-binary: 2.5x only
     assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] is True  # 90 % and 80 %
     assert target_rows(fairness_table(arms_dir, {"x": {}}))[0][2] is None  # nothing run: not judged
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_project
 
 TEMPLATES = {"docker": ROOT / "infra/study-docker-job-template.json", "kubernetes": ROOT / "infra/study-k8s-job-template.json"}
 
@@ -87,7 +87,6 @@ def test_submit_needs_a_prefect_server(tmp_path, monkeypatch):
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.cli import app
-    from tests.conftest import make_project
 
     project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "arms": {"a": {"description": "a"}}}})
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -107,7 +106,6 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
     from flows import steps, study_train
     from flows import study as study_module
     from flows.study import NPROC_ENV, arm_params, load_study, train_arm
-    from tests.conftest import make_project
 
     arms = {"lr": {"description": "lr", "overrides": {"train": {"lr": 0.005}}}}
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
@@ -127,3 +125,14 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
     train_arm(arm_params(params, study, "lr"), study, "lr", "run-1", False)  # one process: in this one
     assert len(launched) == 1 and trained[-1][2] is False
     assert study_module.NPROC_ENV == NPROC_ENV
+
+
+def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
+    from flows.study import load_study
+    from flows.study_pool import waiting_arms
+
+    arms = {"a": {"seeds": [1, 2]}, "b": {"seeds": [1, 2], "start_from": "a"}, "c": {"start_from": "a-s1"}}
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
+    _, chosen = load_study(project / "params.yaml", "mini")
+    assert waiting_arms(chosen, ["a-s1", "a-s2", "b-s1", "b-s2", "c"]) == {"b-s1": "a-s1", "b-s2": "a-s2", "c": "a-s1"}
+    assert waiting_arms(chosen, ["b-s1", "b-s2", "c"]) == {}  # a-s1 and a-s2 have finished
