@@ -29,7 +29,7 @@ def good_metrics(**consistency) -> dict:
         "fairness": {"discrim_eval": {
             "benchmark": "discrim_eval", "split": "heldout", "n_questions": 20, "n_prompts": 300, "question_ids": list(range(20)),
             "ages": [60], "races": ["white"], "method": "mixedlm", "gated": ["gender_female", "gender_non_binary"],
-            "base_mean_logit": 0.7, "tuned_mean_logit": 0.7, "base_yes_share": 0.98, "tuned_yes_share": 0.98,
+            "base_mean_logit": 0.7, "tuned_mean_logit": 0.7, "base_yes_share": 0.98, "tuned_yes_share": 0.98, "profile_correlation": 0.95,
             "scores": {key: {"axis": "gender", "value": value, "baseline": "male", "n_pairs": 100, "n_questions": 20,
                              "base_score": 0.044, "tuned_score": 0.040}
                        for key, value in (("gender_female", "female"), ("gender_non_binary", "non-binary"))},

@@ -57,9 +57,9 @@ def test_register_promote_force_and_rollback(tmp_path, tiny_model_dir, monkeypat
     assert first.metrics["passed"] and first.metrics["version"] == "1" and first.metrics["champion"] is None
     rows = list(csv.DictReader((params.paths.registry / "gates.csv").open()))
     assert [r["gate"] for r in rows] == [
-        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "empty_rate", "coverage",
-        "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness", "champion_gap",
-        "champion_helpfulness",
+        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate", "coverage",
+        "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness", "profile_correlation",
+        "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert {r["verdict"] for r in rows} == {"pass"}
     assert next(r for r in rows if r["gate"] == "champion_gap")["reason"] == "champion_gap: no champion yet (not judged)"

@@ -156,6 +156,6 @@ def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(t
     stamp = (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns
     study(str(project / "params.yaml"), ["gapo"], "gapo")  # finished: skipped
     assert (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns == stamp
-    with pytest.raises(ValueError, match=r"unknown study 'nope'.*'consistency', 'gapo'"):
+    with pytest.raises(ValueError, match=r"unknown study 'nope'.*'consistency', 'fairness', 'gapo', 'seed'"):
         study(str(project / "params.yaml"), None, "nope")
     assert raw == (project / "params.yaml").read_text()
