@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from components.contracts.groups import PromptGroup
+from components.contracts.groups import Member, PromptGroup
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class Rollout:
     # decision groups: the policy's log p(yes words) - log p(no words) after the answer prefix at
     # rollout time (one per variant, the same for its K samples); None for free-text answers
     decision_logodds: float | None = None
+
+    @classmethod
+    def of(cls, group_index: int, group: PromptGroup, member: Member, **sample) -> "Rollout":
+        """A sample of `member`, a variant of `group` (at `group_index` in the batch)."""
+        return cls(group_index=group_index, group_id=group.group_id, variant_id=member.variant_id, prompt=member.text, **sample)
 
 
 @dataclass

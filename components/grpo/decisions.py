@@ -48,11 +48,10 @@ def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], s
                 logodds = float(torch.logsumexp(log_probs[row, yes], 0) - torch.logsumexp(log_probs[row, no], 0))
                 ids = tuple(t for t, m in zip(enc["input_ids"][row].tolist(), enc["attention_mask"][row].tolist()) if m)
                 rollouts += [
-                    Rollout(
-                        group_index=g,
-                        group_id=group.group_id,
-                        variant_id=member.variant_id,
-                        prompt=member.text,
+                    Rollout.of(
+                        g,
+                        group,
+                        member,
                         completion=tokenizer.decode([token]).strip(),
                         prompt_ids=ids,
                         completion_ids=(token,),

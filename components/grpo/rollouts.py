@@ -36,11 +36,10 @@ def collect_rollouts(
     completions = engine.generate(prompts, sampling) if prompts else []
     rollouts = decision_rollouts(*policy, decided, sampling, batch_size) if decided else []
     rollouts += [
-        Rollout(
-            group_index=g,
-            group_id=group.group_id,
-            variant_id=member.variant_id,
-            prompt=member.text,
+        Rollout.of(
+            g,
+            group,
+            member,
             completion=c.text,
             prompt_ids=c.prompt_ids,
             completion_ids=c.completion_ids,
