@@ -22,13 +22,8 @@ import torch
 
 from components.config import TrainConfig
 from components.contracts.groups import PromptGroup
-from components.generation.sampling import answer_prompt, single_token_ids
-
-
-def _last_logits(model, tokenizer, texts: list[str]) -> torch.Tensor:
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-    positions = (enc["attention_mask"].cumsum(dim=1) - 1).clamp(min=0)
-    return model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1].float()
+from components.generation.sampling import answer_prompt
+from components.grpo.decisions import decision_logodds, last_position_logits
 
 
 def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer, cfg: TrainConfig) -> dict[str, float]:
@@ -45,17 +40,14 @@ def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer
     chunks = [groups[i : i + max(1, cfg.groups_per_micro_batch)] for i in range(0, len(groups), max(1, cfg.groups_per_micro_batch))]
     for chunk in chunks:
         texts = [answer_prompt(tokenizer, m.text, g.decision.answer_prefix) for g in chunk for m in g.members]
-        logits = _last_logits(model, tokenizer, texts)
+        logits, enc = last_position_logits(model, tokenizer, texts)
         log_probs = torch.log_softmax(logits, dim=-1)
         with torch.no_grad(), model.disable_adapter():
-            ref = torch.log_softmax(_last_logits(model, tokenizer, texts), dim=-1)
+            ref = torch.log_softmax(last_position_logits(model, tokenizer, texts)[0], dim=-1)
         pairing, start = [], 0
         for g in chunk:
-            yes = single_token_ids(tokenizer, tuple(g.decision.yes_words), g.decision.benchmark)
-            no = single_token_ids(tokenizer, tuple(g.decision.no_words), g.decision.benchmark)
-            rows = log_probs[start : start + len(g.members)]
+            logodds = decision_logodds(log_probs[start : start + len(g.members)], tokenizer, g.decision)
             start += len(g.members)
-            logodds = torch.logsumexp(rows[:, yes], 1) - torch.logsumexp(rows[:, no], 1)
             pairing.append((logodds - logodds.mean()).abs().mean())
             totals["spread"] += float(pairing[-1].detach()) / len(groups)
             totals["level"] += float(logodds.detach().mean()) / len(groups)
@@ -66,7 +58,7 @@ def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer
         loss.backward()
         totals["pairing"] += float(torch.stack(pairing).detach().sum()) / len(groups)
         totals["kl"] += float(kl.detach()) * len(chunk) / len(groups)
-        totals["tokens"] += float(sum(len(tokenizer(t, add_special_tokens=False).input_ids) for t in texts))
+        totals["tokens"] += float(enc["attention_mask"].sum())
     trainable = [p for p in model.parameters() if p.requires_grad]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm))
     if not math.isfinite(grad_norm):

@@ -18,9 +18,23 @@ from __future__ import annotations
 
 import torch
 
-from components.contracts.groups import PromptGroup
+from components.contracts.groups import DecisionSpec, PromptGroup
 from components.contracts.rollouts import Rollout
 from components.generation.sampling import SamplingConfig, answer_prompt, sample_next, single_token_ids
+
+
+def last_position_logits(model, tokenizer, texts: list[str]) -> tuple[torch.Tensor, dict]:
+    """fp32 logits of each (left-padded) prompt's last position, and the encoding they came from."""
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    positions = (enc["attention_mask"].cumsum(dim=1) - 1).clamp(min=0)
+    return model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1].float(), enc
+
+
+def decision_logodds(log_probs: torch.Tensor, tokenizer, spec: DecisionSpec) -> torch.Tensor:
+    """ℓ = log Σ_yes p − log Σ_no p of each row of `log_probs` (next-token log-probabilities)."""
+    yes = single_token_ids(tokenizer, tuple(spec.yes_words), spec.benchmark)
+    no = single_token_ids(tokenizer, tuple(spec.no_words), spec.benchmark)
+    return torch.logsumexp(log_probs[..., yes], -1) - torch.logsumexp(log_probs[..., no], -1)
 
 
 @torch.no_grad()
@@ -34,18 +48,13 @@ def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], s
     rollouts: list[Rollout] = []
     try:
         for start in range(0, len(texts), max(1, batch_size)):
-            enc = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-            positions = (enc["attention_mask"].cumsum(dim=1) - 1).clamp(min=0)
-            logits = model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1].float()
+            logits, enc = last_position_logits(model, tokenizer, texts[start : start + batch_size])
             log_probs = torch.log_softmax(logits, dim=-1)
             generator = torch.Generator(device=logits.device).manual_seed(sampling.seed + start)
             chosen, _ = sample_next(logits.repeat_interleave(sampling.n, dim=0), sampling.temperature, sampling.top_p, generator)
             chosen = chosen.view(-1, sampling.n).tolist()
             for row, (g, group, member) in enumerate(owners[start : start + batch_size]):
-                spec = group.decision
-                yes = single_token_ids(tokenizer, tuple(spec.yes_words), spec.benchmark)
-                no = single_token_ids(tokenizer, tuple(spec.no_words), spec.benchmark)
-                logodds = float(torch.logsumexp(log_probs[row, yes], 0) - torch.logsumexp(log_probs[row, no], 0))
+                logodds = float(decision_logodds(log_probs[row], tokenizer, group.decision))
                 ids = tuple(t for t, m in zip(enc["input_ids"][row].tolist(), enc["attention_mask"][row].tolist()) if m)
                 rollouts += [
                     Rollout.of(
