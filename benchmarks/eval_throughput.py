@@ -224,8 +224,9 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     from components.data.schema import Member, PromptGroup
     from components.embeddings import load_embedder
     from components.evaluation.comparisons import compare_all
-    from components.evaluation.records import Semantics, consistency_record, diversity_record, summarize
+    from components.evaluation.records import Semantics, consistency_record, diversity_record
     from components.evaluation.run import EmbeddingCache
+    from components.evaluation.summary import summarize
 
     rng = np.random.default_rng(0)
     pool = [t for t in pool if t.split()] or ["an answer of a few words"]

@@ -449,6 +449,12 @@ class GateConfig(_Section):
     max_length_growth: float | None = Field(
         0.25, ge=0, description="(tuned - base mean words) / base mean words <= this: no consistency bought with length (null: off)"
     )
+    max_compliance_drop: float | None = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="base - tuned share of consistency answers within the prompt's sentence limit <= this (null: off)",
+    )
     max_empty_rate_increase: float = Field(0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)")
     max_discrimination_increase: float | None = Field(
         0.01, ge=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from components.config import Params
-from components.registry.promotion import promotion_check
+from components.release.promotion import promotion_check
 from components.tracking import model_registry, runs
 from components.tracking.model_registry import PromotionResult
 

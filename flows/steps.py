@@ -192,10 +192,10 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
 
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Gate on metrics.json (vs base and vs the current champion); on pass register the adapter and
-    move the alias, else register nothing (`components.registry.registration`). Idempotent."""
+    move the alias, else register nothing (`components.release.registration`). Idempotent."""
     from components.contracts.checkpoint import CheckpointLayout, recover_checkpoint
     from components.contracts.summary import SUMMARY_FILE, read_summary
-    from components.registry.registration import gate_and_register
+    from components.release.registration import gate_and_register
 
     metrics_path = params.paths.reports / SUMMARY_FILE
     if not metrics_path.is_file():

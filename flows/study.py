@@ -20,6 +20,7 @@ whatever arms are done.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -59,6 +60,8 @@ RESULTS = "results"
 COMMAND = "groupwise study"
 COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "summary.md",
           "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
+SAMPLES_FILE = "samples.csv"  # the evaluation's samples (reports folder)
+KEPT_SAMPLES = "samples.csv.gz"  # an arm's samples, kept beside its results
 CONSISTENCY = "consistency"  # the `study` section's name
 
 
@@ -138,11 +141,9 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
     """Evaluate the arm's snapshot adapters not yet in results/study/<arm>/learning_curve.csv (base
     samples drawn once, the engine started once), appending each point as it is done; the step-0
     (base) and final rows come from the arm's own evaluation."""
-    from components.contracts.summary import EvaluationSummary, read_summary
+    from components.contracts.summary import read_summary
     from components.data import load_groups
-    from components.evaluation.records import summarize
-    from components.evaluation.run import evaluate_models, summary_settings
-    from components.generation.engines import open_engine
+    from components.evaluation.run import evaluate_snapshots
 
     layout = CheckpointLayout(params.paths.checkpoints)
     path = study.arm_dir(name) / CURVE_FILE
@@ -154,25 +155,14 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
     todo = [s for s in layout.snapshot_dirs() if int(read_state(s)["steps"]) not in set(done["step"])]
     if not todo:
         return
-    groups = load_groups(params.paths.groups)
-    base_outputs = None
-    engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.seed)
-    try:
-        for checkpoint in todo:
-            state = read_state(checkpoint)
-            with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
-                frames = evaluate_models(
-                    params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs, decide=False
-                )  # the curve plots the paper's gap only
-                base_outputs = frames.base_outputs
-                summary = EvaluationSummary.from_dict(summarize(frames.consistency, frames.diversity, summary_settings(params)))
-                runs.log_metrics(summary.to_dict(), prefix="eval.")
-            rows = curve_rows(name, int(state["steps"]), int(state["samples"]), summary.consistency)
-            done = pd.concat([done, pd.DataFrame(rows, columns=CURVE_COLUMNS)], ignore_index=True).sort_values(["step", "scope"])
-            done.to_csv(path, index=False)
-            print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {summary.consistency.tuned_mean_gap:.4f}")
-    finally:
-        engine.close()
+    for checkpoint, summary in evaluate_snapshots(params, load_groups(params.paths.groups), todo):
+        state = read_state(checkpoint)
+        with runs.step_run(params.tracking, f"curve-step-{state['steps']}", {"checkpoint": str(checkpoint)}, parent):
+            runs.log_metrics(summary.to_dict(), prefix="eval.")
+        rows = curve_rows(name, int(state["steps"]), int(state["samples"]), summary.consistency)
+        done = pd.concat([done, pd.DataFrame(rows, columns=CURVE_COLUMNS)], ignore_index=True).sort_values(["step", "scope"])
+        done.to_csv(path, index=False)
+        print(f"[study/{name}] learning curve: step {state['steps']}, tuned gap {summary.consistency.tuned_mean_gap:.4f}")
 
 
 def curve_pending(params: Params, study: Study, name: str) -> bool:
@@ -250,6 +240,10 @@ def _write_results(params: Params, record: dict, out: Path) -> None:
         for file in COPIED:
             if (params.paths.reports / file).is_file():
                 shutil.copy2(params.paths.reports / file, tmp / file)
+        samples = params.paths.reports / SAMPLES_FILE
+        if samples.is_file():  # kept, compressed: a metric added later can be scored from them (`run.score_samples`)
+            with samples.open("rb") as src, gzip.open(tmp / KEPT_SAMPLES, "wb", compresslevel=9) as dst:
+                shutil.copyfileobj(src, dst)
         if record["kind"] == "train":
             shutil.copy2(CheckpointLayout(params.paths.checkpoints).latest / LOG_FILE, tmp / LOG_FILE)
         (tmp / ARM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

@@ -93,7 +93,7 @@ class DomainTest(_Record):
 
 
 class ConsistencySummary(_Record):
-    """Held-out consistency groups, base vs tuned (`components.evaluation.records.summarize`).
+    """Held-out consistency groups, base vs tuned (`components.evaluation.summary.summarize`).
 
     gap = |mean H(A) − mean H(B)| per group on ``axis`` (Prabhune et al. 2025, arXiv:2512.12858);
     base/tuned_mean_gap its mean over groups; relative_gap_reduction = (base − tuned) / base;
@@ -152,6 +152,27 @@ class ConsistencySummary(_Record):
     max_new_tokens: int | None = None
     valid: bool | None = None
     invalid_reason: str | None = None
+    # instruction compliance and length (absent in files written before they existed): sentences per
+    # answer; compliance = share of answers within the sentence limit N (max_sentences) their prompt
+    # states; its paired change tuned − base with CI, p and BH q; the gap on length-controlled
+    # entropies (`evaluation.length_control`) with its relative reduction, CI, p and q
+    max_sentences: int | None = None
+    base_sentences: float | None = None
+    tuned_sentences: float | None = None
+    base_compliance: float | None = None
+    tuned_compliance: float | None = None
+    compliance_change: float | None = None
+    compliance_ci_low: float | None = None
+    compliance_ci_high: float | None = None
+    compliance_p_value: float | None = None
+    compliance_q_value: float | None = None
+    base_length_controlled_gap: float | None = None
+    tuned_length_controlled_gap: float | None = None
+    length_controlled_reduction: float | None = None
+    length_controlled_ci_low: float | None = None
+    length_controlled_ci_high: float | None = None
+    length_controlled_p_value: float | None = None
+    length_controlled_q_value: float | None = None
 
 
 class DiversitySummary(_Record):
@@ -258,7 +279,7 @@ class Candidate(_Record):
 
 
 class EvaluatedFiles(_Record):
-    """SHA-256 of what the evaluation read (`components.registry.binding.EvaluationBinding`)."""
+    """SHA-256 of what the evaluation read (`components.release.binding.EvaluationBinding`)."""
 
     adapter_sha256: str | None  # None: the candidate was the base model itself
     base_weights_sha256: str

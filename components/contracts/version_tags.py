@@ -271,7 +271,7 @@ class Champion:
 
 
 class Verdict(Protocol):
-    """A check's outcome (`components.registry.gate.GateDecision`)."""
+    """A check's outcome (`components.release.gate.GateDecision`)."""
 
     passed: bool
 

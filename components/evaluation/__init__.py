@@ -34,7 +34,6 @@ from components.evaluation.records import (
     Semantics,
     consistency_record,
     diversity_record,
-    summarize,
 )
 from components.evaluation.report import ReportFiles, gap_long_format, render_markdown, write_report
 from components.evaluation.statistics import (
@@ -44,6 +43,7 @@ from components.evaluation.statistics import (
     bootstrap_ci,
     paired_test,
 )
+from components.evaluation.summary import summarize
 
 __all__ = [
     "CONSISTENCY_COLUMNS", "DIVERSITY_COLUMNS", "Comparison", "PairedTest", "ReportFiles", "Semantics",

@@ -20,7 +20,7 @@ from components.evaluation.answer_viewer import STYLE as VIEWER_STYLE
 from components.evaluation.answer_viewer import render_viewer
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import Comparison
-from components.registry.gate import GateDecision
+from components.release.gate import GateDecision
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }

@@ -36,6 +36,13 @@ CONSISTENCY: dict[str, MetricLabel] = {
     "within_variant_sd": MetricLabel("within-variant spread", "mean sd of the answers' entropy among one variant's samples", "context"),
     "helpfulness": MetricLabel("helpfulness H_norm", "normalised word entropy of the answers (the reward's scope)", "higher"),
     "mean_words": MetricLabel("words per answer", "mean answer length in words", "context"),
+    "sentences": MetricLabel("sentences per answer", "mean sentences per answer (list items and lines count as sentences)", "context"),
+    "compliance": MetricLabel(
+        "instruction compliance", 'share of answers within the sentence limit their prompt states ("at most three sentences")', "higher"
+    ),
+    "length_controlled_gap": MetricLabel(
+        "length-controlled gap", "the paper's gap on entropies made comparable across answer lengths (z-scores given the length)", "lower"
+    ),
     "empty_rate": MetricLabel("empty answers", "share of answers with no words", "lower"),
     "truncated_share": MetricLabel(
         "truncated answers", "share of answers cut at max_new_tokens (over 5 %: the evaluation is invalid)", "lower"

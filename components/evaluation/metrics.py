@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import fmean
 
 import numpy as np
@@ -317,9 +317,13 @@ def js_distance_to_uniform(answers: Sequence[str | None], valid_answers: Sequenc
 
 
 def axis_value_entropies(
-    samples_by_variant: dict[str, list[str]], value_of: dict[str, str], values: Sequence[str]
+    samples_by_variant: dict[str, list[str]],
+    value_of: dict[str, str],
+    values: Sequence[str],
+    score: Callable[[str], float] = response_entropy,
 ) -> dict[str, list[float]]:
-    """Response entropies H(o) of every sample, pooled per value of one variant axis.
+    """Response entropies H(o) of every sample (or another per-answer `score`), pooled per value
+    of one variant axis.
 
     `value_of` maps variant_id -> the variant's value on the axis (paraphrases of one value are
     pooled); the result follows the order of `values`. Raises ValueError naming a value without
@@ -329,7 +333,7 @@ def axis_value_entropies(
     for variant_id, texts in samples_by_variant.items():
         value = value_of.get(variant_id)
         if value in pooled:
-            pooled[value].extend(response_entropy(text) for text in texts)
+            pooled[value].extend(score(text) for text in texts)
     empty = [value for value, scores in pooled.items() if not scores]
     if empty:
         raise ValueError(f"axis value(s) {empty} have no samples")

@@ -49,7 +49,7 @@ from components.evaluation.plots import (
 )
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
-from components.registry.gate import GateDecision
+from components.release.gate import GateDecision
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,9 @@ CONSISTENCY_ROWS = (
     ("cross-variant cosine", "cross_variant_cosine"),
     ("helpfulness H_norm", "helpfulness"),
     ("words per response", "words"),
+    ("sentences per response", "sentences"),
+    ("instruction compliance (share within the sentence limit)", "compliance"),
+    ("length-controlled gap (z units, lower is more consistent)", "length_controlled_gap"),
     ("empty responses (share)", "empty_rate"),
     ("truncated at max_new_tokens (share)", "truncated_share"),
 )
@@ -202,6 +205,34 @@ def headline_lines(consistency: ConsistencySummary) -> list[str]:
     return lines
 
 
+def length_lines(consistency: ConsistencySummary) -> list[str]:
+    """Instruction compliance (base, tuned, paired change, CI, q) and how much of the gap's change is
+    length: the gap on length-controlled entropies beside the paper's gap."""
+    c = consistency
+    if c.base_compliance is None and c.base_length_controlled_gap is None:
+        return []
+    lines = ["## Length and instruction", ""]
+    if c.base_compliance is not None:
+        lines.append(
+            f"Instruction compliance (answers within {c.max_sentences} sentences, as the prompt asks): base "
+            f"{_fmt(c.base_compliance)}, tuned {_fmt(c.tuned_compliance)}, change {_signed(c.compliance_change)} "
+            f"{_interval(c.compliance_ci_low, c.compliance_ci_high)}, q = {_fmt_p(c.compliance_q_value)}; "
+            f"sentences per answer {_fmt(c.base_sentences, 1)} → {_fmt(c.tuned_sentences, 1)}."
+        )
+    if c.base_length_controlled_gap is not None:
+        paper, controlled = c.relative_gap_reduction, c.length_controlled_reduction
+        share = ""
+        if paper and controlled is not None and paper > 0:
+            share = f" {max(0.0, min(1.0, controlled / paper)):.0%} of the paper's gap reduction ({paper:.0%}) survives once length is held fixed."
+        lines.append(
+            f"Length-controlled gap (entropy as a z-score given the answer's length, one fit over base and tuned): base "
+            f"{_fmt(c.base_length_controlled_gap)}, tuned {_fmt(c.tuned_length_controlled_gap)}, reduction "
+            f"{'n/a' if controlled is None else f'{controlled:.0%}'} (change {_interval(c.length_controlled_ci_low, c.length_controlled_ci_high)}), "
+            f"q = {_fmt_p(c.length_controlled_q_value)}.{share}"
+        )
+    return [*lines, ""]
+
+
 def _interval(low: float | None, high: float | None) -> str:
     return "n/a" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
 
@@ -250,6 +281,7 @@ def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comp
     if banner:
         lines += [f"> {banner}" if summary.engine.fallback else banner, ""]
     lines += headline_lines(consistency)
+    lines += length_lines(consistency)
     lines += fairness_lines(summary)
     lines += [
         f"- consistency groups: {consistency.n_groups}",

@@ -14,7 +14,7 @@ metrics.json, write the report folder).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -38,17 +38,17 @@ from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.comparisons import compare_all
 from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
+from components.evaluation.length_control import fit_length_model
 from components.evaluation.records import (
     EvaluationInputError,
     Semantics,
-    SummarySettings,
     consistency_record,
     diversity_record,
     headline_axis,
-    summarize,
 )
 from components.evaluation.report import ReportFiles, write_report
 from components.evaluation.statistics import Comparison
+from components.evaluation.summary import SummarySettings, summarize
 from components.generation.engines import (
     EngineChoice,
     GenerationEngine,
@@ -57,7 +57,8 @@ from components.generation.engines import (
 )
 from components.generation.sampling import SamplingConfig
 from components.models.provision import ModelProvisionError, verified_base_model
-from components.registry.gate import evaluate_gates
+from components.release.gate import evaluate_gates
+from components.rewards.entropy import response_entropy, words
 
 
 @dataclass
@@ -251,40 +252,64 @@ def evaluate_models(
     if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
         decisions = decide_apart(params, base_model_dir, adapter)
 
-    texts = [s.text for out in (base_out, tuned_out) for row in out for s in row]
-    embeddings = EmbeddingCache(texts, params.eval.embedding_batch_size, params.eval.embedding_dtype)
-    semantics = Semantics(embeddings, params.eval.cluster_threshold)
-    rows_c, rows_d, samples, cursor = [], [], [], 0
-    for group in selected:
-        k = len(group.members)
-        base_g, tuned_g = base_out[cursor : cursor + k], tuned_out[cursor : cursor + k]
-        cursor += k
-        for member, b, t in zip(group.members, base_g, tuned_g):
-            for model_name, outs in (("base", b), ("tuned", t)):
-                samples += [
-                    {
-                        "group_id": group.group_id,
-                        "task": group.task,
-                        "variant_id": member.variant_id,
-                        "model": model_name,
-                        "sample": j,
-                        "text": s.text,
-                        "n_tokens": len(s.completion_ids),
-                        "mean_logprob": s.mean_logprob,
-                        "truncated": s.truncated,
-                    }  # fmt: skip
+    samples = samples_frame(selected, base_out, tuned_out)
+    rows_c, rows_d = score_samples(params, selected, samples)
+    generation = {"base": base_stats, "tuned": tuned_stats}
+    for d in decisions:
+        generation |= {f"{d.benchmark.name}_{model}": {"prompts": len(d.table), "seconds": seconds,
+                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} for model, seconds in d.seconds.items()}  # fmt: skip
+    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions)
+
+
+SAMPLE_COLUMNS = ["group_id", "task", "variant_id", "model", "sample", "text", "n_tokens", "mean_logprob", "truncated"]
+
+
+def samples_frame(groups: list[PromptGroup], base_out: list[list[Sample]], tuned_out: list[list[Sample]]) -> pd.DataFrame:
+    """One row per sample (SAMPLE_COLUMNS; samples.csv): the outputs of every member of `groups` in
+    order, base then tuned."""
+    rows, cursor = [], 0
+    for group in groups:
+        for member in group.members:
+            for model, outs in (("base", base_out[cursor]), ("tuned", tuned_out[cursor])):
+                rows += [
+                    {"group_id": group.group_id, "task": group.task, "variant_id": member.variant_id, "model": model, "sample": j,
+                     "text": s.text, "n_tokens": len(s.completion_ids), "mean_logprob": s.mean_logprob, "truncated": s.truncated}
                     for j, s in enumerate(outs)
-                ]
-        base_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, base_g)}
-        tuned_texts = {m.variant_id: [s.text for s in out] for m, out in zip(group.members, tuned_g)}
+                ]  # fmt: skip
+            cursor += 1
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+
+def score_samples(params: Params, groups: list[PromptGroup], samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-group tables (consistency, diversity) from the samples of `groups` (`samples_frame`,
+    or a saved samples.csv: an evaluation re-scored without generating again). All texts are
+    embedded once; the length-controlled gap's fit (`length_control`) spans every consistency
+    answer of both models."""
+    samples = samples.assign(text=samples["text"].fillna("").astype(str))
+    embeddings = EmbeddingCache(list(samples["text"]), params.eval.embedding_batch_size, params.eval.embedding_dtype)
+    semantics = Semantics(embeddings, params.eval.cluster_threshold)
+    free_text = samples[samples["task"] == "consistency"]["text"]
+    length_model = fit_length_model([response_entropy(t) for t in free_text], [len(words(t)) for t in free_text])
+    by_key = {key: rows for key, rows in samples.groupby(["group_id", "variant_id", "model"], sort=False)}
+    rows_c, rows_d = [], []
+    for group in groups:
+        texts, truncated = {"base": {}, "tuned": {}}, {}
+        for model in texts:
+            flags = []
+            for member in group.members:
+                rows = by_key.get((group.group_id, member.variant_id, model))
+                if rows is None:
+                    raise EvaluationInputError(f"samples: no {model} samples of group {group.group_id}, variant {member.variant_id}")
+                rows = rows.sort_values("sample")
+                texts[model][member.variant_id] = list(rows["text"])
+                flags += [bool(flag) for flag in rows["truncated"]]
+            truncated[model] = float(np.mean(flags))
         if group.task == "consistency":
-            truncated = {
-                model: float(np.mean([s.truncated for out in outs for s in out])) for model, outs in (("base", base_g), ("tuned", tuned_g))
-            }
             rows_c.append(
                 consistency_record(
-                    group, base_texts, tuned_texts, params.reward.entropy_max_words, semantics,
+                    group, texts["base"], texts["tuned"], params.reward.entropy_max_words, semantics,
                     axis=params.eval.gap_axis, truncated=truncated, entropy_scope=params.reward.entropy_scope,
+                    length_model=length_model,
                 )
             )  # fmt: skip
         else:
@@ -292,22 +317,11 @@ def evaluate_models(
             variant = group.members[0].variant_id
             rows_d.append(
                 diversity_record(
-                    group,
-                    base_texts[variant],
-                    tuned_texts[variant],
-                    normalize,
-                    params.reward.entropy_max_words,
-                    semantics,
-                    entropy_scope=params.reward.entropy_scope,
+                    group, texts["base"][variant], texts["tuned"][variant], normalize, params.reward.entropy_max_words,
+                    semantics, entropy_scope=params.reward.entropy_scope,
                 )
-            )
-    generation = {"base": base_stats, "tuned": tuned_stats}
-    for d in decisions:
-        generation |= {f"{d.benchmark.name}_{model}": {"prompts": len(d.table), "seconds": seconds,
-                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} for model, seconds in d.seconds.items()}  # fmt: skip
-    return EvaluationFrames(
-        pd.DataFrame(rows_c), pd.DataFrame(rows_d), pd.DataFrame(samples), choice, generation, base_out, decisions,
-    )  # fmt: skip
+            )  # fmt: skip
+    return pd.DataFrame(rows_c), pd.DataFrame(rows_d)
 
 
 def summary_settings(params: Params) -> SummarySettings:
@@ -366,12 +380,29 @@ def evaluation_summary(
     return EvaluationSummary.from_dict(content)
 
 
+def evaluate_snapshots(params: Params, groups: list[PromptGroup], checkpoints: Sequence[Path]) -> Iterator[tuple[Path, EvaluationSummary]]:
+    """The summary of each checkpoint against the base model, in order (a learning curve's points):
+    one engine for all, the base samples drawn once, no decision benchmarks (the curve plots the
+    paper's gap); each summary as soon as its checkpoint is scored."""
+    engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.seed)
+    base_outputs = None
+    try:
+        for checkpoint in checkpoints:
+            frames = evaluate_models(
+                params, groups, params.paths.base_model, checkpoint, engine=engine, base_outputs=base_outputs, decide=False
+            )
+            base_outputs = frames.base_outputs
+            yield checkpoint, evaluation_summary(frames, params, None)
+    finally:
+        engine.close()
+
+
 def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> EvaluatedFiles:
     """Before anything is loaded: put back a checkpoint a killed save left aside, check the groups
     are validated (each message to `say`), the base weights have their recorded SHA-256 and the
     adapter loads, and return the hashes of what will be read (what metrics.json vouches for is
     what was read)."""
-    from components.registry.binding import EvaluationBinding, check_adapter_loads
+    from components.release.binding import EvaluationBinding, check_adapter_loads
     from components.validation.precondition import ensure_validated
 
     for name in params.eval.fairness.benchmarks:  # the data's hash, before minutes of sampling

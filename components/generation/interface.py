@@ -15,24 +15,7 @@ from typing import Protocol
 from components.config import EvalConfig
 from components.contracts.errors import UserError
 from components.contracts.naming import NameRegistry
-from components.generation.sampling import SamplingConfig
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One sampled completion of one prompt."""
-
-    prompt_index: int
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]  # log p(token_t | prompt, tokens_<t) of each completion token
-    text: str
-    truncated: bool  # stopped by max_new_tokens, not by end of sequence
-
-    @property
-    def mean_logprob(self) -> float | None:
-        """(1/T) Σ_t log p_t over the completion tokens; None for an empty completion."""
-        return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
+from components.generation.sampling import Sample, SamplingConfig
 
 
 @dataclass(frozen=True)

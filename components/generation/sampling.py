@@ -1,7 +1,7 @@
 """Batched sampling with a transformers causal LM: chat template, n samples per prompt, seeded.
 
 One interface for the rest of the pipeline: `TransformersEngine.generate(prompts, n, ...)` returns,
-per prompt, n `Completion`s with their token ids. The same chat template (the tokenizer's own) is
+per prompt, n `Sample`s with their token ids. The same chat template (the tokenizer's own) is
 applied everywhere, so training rollouts and evaluation see identical prompt encodings.
 
 The decode loop is the model's own forward with a transformers `DynamicCache`, written out rather
@@ -31,13 +31,21 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
-class Completion:
+class Sample:
+    """One sampled completion of one prompt: the one completion type of every engine (transformers,
+    vLLM in its child process) and of the rollouts built from them."""
+
     prompt_index: int
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]  # log p(token_t | prompt, tokens_<t) under softmax(logits / T), before the top-p cut
     text: str
-    truncated: bool
-    logprobs: tuple[float, ...] = ()  # log p(token) under softmax(logits / T), before the top-p cut
+    truncated: bool  # stopped by max_new_tokens, not by end of sequence
+
+    @property
+    def mean_logprob(self) -> float | None:
+        """(1/T) Σ_t log p_t over the completion tokens; None for an empty completion."""
+        return sum(self.logprobs) / len(self.logprobs) if self.logprobs else None
 
 
 def chat_prompt(tokenizer, user_text: str) -> str:
@@ -77,7 +85,7 @@ class TransformersEngine:
         self.tokenizer.padding_side = "left"
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, desc: str = "generate") -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, desc: str = "generate") -> list[list[Sample]]:
         """n completions per prompt; deterministic for a given seed, prompts and batch size.
 
         Prompts are packed `batch_size // n` per call (at least one), each sampled n times.
@@ -85,7 +93,7 @@ class TransformersEngine:
         tok = self.tokenizer
         texts = [chat_prompt(tok, p) for p in prompts]
         per_call = max(1, self.batch_size // cfg.n)
-        results: list[list[Completion]] = [[] for _ in prompts]
+        results: list[list[Sample]] = [[] for _ in prompts]
         was_training = self.model.training
         self.model.eval()
         starts = range(0, len(texts), per_call)
@@ -100,7 +108,7 @@ class TransformersEngine:
                     completion_ids, logprobs, truncated = tokens[local * cfg.n + j]
                     text = tok.decode(completion_ids, skip_special_tokens=True).strip()
                     results[start + local].append(
-                        Completion(start + local, prompt_ids, tuple(completion_ids), text, truncated, tuple(logprobs))
+                        Sample(start + local, prompt_ids, tuple(completion_ids), tuple(logprobs), text, truncated)
                     )
         if was_training:
             self.model.train()

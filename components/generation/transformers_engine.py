@@ -15,17 +15,18 @@ adapter disabled, so one engine serves base and tuned.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from components.config import EvalConfig
-from components.generation.interface import ChoicePrompt, EngineStartError, Sample, register_engine, validate_samples
-from components.generation.sampling import Completion, SamplingConfig, TransformersEngine, answer_prompt
+from components.generation.interface import ChoicePrompt, EngineStartError, register_engine, validate_samples
+from components.generation.sampling import Sample, SamplingConfig, TransformersEngine, answer_prompt
 
 
 @torch.no_grad()
-def score_completions(model, completions: Sequence[Completion], pad_id: int, temperature: float) -> list[tuple[float, ...]]:
+def score_completions(model, completions: Sequence[Sample], pad_id: int, temperature: float) -> list[tuple[float, ...]]:
     """log p of every completion token under `model` at `temperature` (prompts left-, completions right-padded)."""
     if not completions:
         return []
@@ -135,7 +136,7 @@ class TransformersGenerationEngine:
                 ids, lps = c.completion_ids, c.logprobs
                 if ids and ids[-1] == eos:  # vLLM reports the stop token neither: same convention
                     ids, lps = ids[:-1], lps[:-1]
-                row.append(Sample(c.prompt_index, c.prompt_ids, tuple(ids), tuple(lps), c.text, c.truncated))
+                row.append(replace(c, completion_ids=tuple(ids), logprobs=tuple(lps)))
             samples.append(row)
         validate_samples(samples, len(prompts), cfg.n, self.name)
         return samples

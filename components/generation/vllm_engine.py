@@ -47,6 +47,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -246,11 +247,12 @@ class VllmEngine:
         for i, completions in enumerate(outputs):
             row = []
             for c in completions:
-                token_ids, logprobs = c.token_ids, c.logprobs
+                token_ids, logprobs = c.completion_ids, c.logprobs
                 if token_ids and token_ids[-1] == eos and not keep_eos:
                     token_ids, logprobs = token_ids[:-1], logprobs[:-1]
-                truncated = c.finish_reason == "length"
-                row.append(Sample(i, tuple(ids[i]), token_ids, logprobs, c.text.strip(), truncated))
+                row.append(
+                    replace(c, prompt_index=i, prompt_ids=tuple(ids[i]), completion_ids=token_ids, logprobs=logprobs, text=c.text.strip())
+                )
             samples.append(row)
         validate_samples(samples, len(prompts), cfg.n, self.name)
         return samples

@@ -22,36 +22,26 @@ import multiprocessing
 import os
 import traceback
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from components.contracts.errors import UserError
+from components.generation.sampling import Sample
 
 _SPAWN = multiprocessing.get_context("spawn")
 CLOSE_TIMEOUT_S = 60
 POLL_S = 1.0  # how often a waiting parent checks that the child is still alive
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One sampled completion as the child returns it (vLLM's `CompletionOutput`, as plain data)."""
-
-    index: int
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]  # log p of each sampled token
-    text: str
-    finish_reason: str | None
-
-
 class EngineProcessError(UserError, RuntimeError):
     """The child could not start its engine, or failed or died while generating."""
 
 
-def _completions(output) -> list[Completion]:
+def _samples(index: int, output) -> list[Sample]:
+    """vLLM's `RequestOutput` of prompt `index` as plain `Sample`s (truncated: finish_reason "length")."""
     rows = []
     for o in sorted(output.outputs, key=lambda c: c.index):
         logprobs = tuple(step[t].logprob for step, t in zip(o.logprobs or [], o.token_ids))
-        rows.append(Completion(o.index, tuple(o.token_ids), logprobs, o.text, o.finish_reason))
+        rows.append(Sample(index, tuple(output.prompt_token_ids), tuple(o.token_ids), logprobs, o.text, o.finish_reason == "length"))
     return rows
 
 
@@ -69,7 +59,7 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
     params = [SamplingParams(**sampling, seed=s) for s in seeds] if seeds is not None else SamplingParams(**sampling)
     request = LoRARequest(*lora) if lora is not None else None
     outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=False, lora_request=request)
-    return [_completions(o) for o in outputs]
+    return [_samples(i, o) for i, o in enumerate(outputs)]
 
 
 def _choice_logprobs(llm, prompt_ids: list[list[int]], choice_ids: list[int], lora) -> list[list[float]]:
@@ -230,7 +220,7 @@ class VllmProcess:
         seeds: list[int] | None = None,
         reseed: int | None = None,
         lora: tuple[str, int, str] | None = None,
-    ) -> list[list[Completion]]:
+    ) -> list[list[Sample]]:
         """`SamplingParams(**sampling)` for every prompt, or one per prompt with `seeds[i]`.
 
         `reseed`: reset the engine's global RNG (and its prefix cache) first: requests without

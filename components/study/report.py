@@ -15,13 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from components.config import GateConfig
 from components.contracts.summary import (
     SUMMARY_FILE,
     ConsistencySummary,
     DomainTest,
+    EvaluationSummary,
     HelpfulnessDefinition,
     read_summary,
 )
+from components.release.gate import GATES, judge
 
 ARM_FILE = "arm.json"
 METRICS_FILE = SUMMARY_FILE
@@ -65,8 +68,27 @@ def arm_rows(arm_dir: Path) -> list[dict]:
             "base_validity": d.base_validity, "tuned_validity": d.tuned_validity,
             "train_samples": arm.get("train_samples", 0), "train_seconds": arm.get("train_seconds", 0.0),
             "eval_seconds": arm.get("eval_seconds"), "valid": c.valid, "reason": c.gap_change_reason,
+            "base_compliance": c.base_compliance, "tuned_compliance": c.tuned_compliance,
+            "compliance_ci_low": c.compliance_ci_low, "compliance_ci_high": c.compliance_ci_high,
+            "compliance_q_value": c.compliance_q_value, "base_lc_gap": c.base_length_controlled_gap,
+            "tuned_lc_gap": c.tuned_length_controlled_gap, "lc_reduction": c.length_controlled_reduction,
+            "lc_q_value": c.length_controlled_q_value, "overall_reduction": c.relative_gap_reduction,
+            **default_gate_verdicts(summary),
         })  # fmt: skip
     return rows
+
+
+LENGTH_GATES = ("length_growth", "compliance")
+
+
+def default_gate_verdicts(summary: EvaluationSummary) -> dict[str, str]:
+    """gate_<name>: "pass" / "fail" of the default gates against length bought with consistency
+    (`LENGTH_GATES`), as a registration would judge this arm's adapter; "n/a" when not measured."""
+    out = {}
+    for name in LENGTH_GATES:
+        result = judge(GATES[name], summary, GateConfig())
+        out[f"gate_{name}"] = ("pass" if result.passed else "fail") if result.value is not None else "n/a"
+    return out
 
 
 def study_table(arms_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
@@ -156,6 +178,8 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
                 f"| {_num(r['base_signed_diff'], 3)} / {_num(r['tuned_signed_diff'], 3)} | {_num(r['detectable_reduction'])} "
                 f"| {r['reason'] or ''} |"
             )
+    if not overall.empty:
+        lines += length_lines(overall)
     missing = [name for name in arms if table.empty or name not in set(table["arm"])]
     if missing:
         lines += ["", "## Arms not run yet", ""]
@@ -171,6 +195,37 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
     if notes:
         lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
+
+
+def length_lines(overall: pd.DataFrame) -> list[str]:
+    """Length and instruction per arm (overall): words, compliance with the prompt's sentence limit,
+    the gap on length-controlled entropies and the share of the paper's gap reduction that survives
+    it, and the verdict of the default length gates."""
+    lines = ["", "## Length and instruction (overall)", "",
+             "Compliance: share of answers within the prompt's sentence limit (\"at most three sentences\"). Length-controlled gap: the",
+             "paper's gap on each answer's entropy as a z-score given its length (one fit over the arm's base and tuned answers);",
+             "survives: its reduction as a share of the paper's gap reduction. Arms evaluated before these columns existed did",
+             "not keep their samples: n/a.", "",
+             "| arm | words base → tuned | compliance base → tuned [95 % CI of change] | q | length-controlled gap base → tuned "
+             "| reduction (paper's) | survives | q | default gates: length_growth / compliance |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for _, r in overall.iterrows():
+        ci = "" if _missing(r["compliance_ci_low"]) else f" [{r['compliance_ci_low']:+.2f}, {r['compliance_ci_high']:+.2f}]"
+        growth = "" if _missing(r["base_words"]) or not r["base_words"] else f" ({r['tuned_words'] / r['base_words'] - 1:+.0%})"
+        paper, controlled = r["overall_reduction"], r["lc_reduction"]
+        survives = "n/a" if _missing(paper) or _missing(controlled) or paper <= 0 else f"{max(0.0, min(1.0, controlled / paper)):.0%}"
+        reduction = "n/a" if _missing(controlled) else f"{controlled:.0%} ({paper:.0%})"
+        lines.append(
+            f"| {r['arm']} | {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)}{growth} "
+            f"| {_num(r['base_compliance'], 2)} → {_num(r['tuned_compliance'], 2)}{ci} | {_p(r['compliance_q_value'])} "
+            f"| {_num(r['base_lc_gap'])} → {_num(r['tuned_lc_gap'])} | {reduction} | {survives} | {_p(r['lc_q_value'])} "
+            f"| {r['gate_length_growth']} / {r['gate_compliance']} |"
+        )
+    return lines
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:

@@ -60,6 +60,9 @@ CARD_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("relative gap reduction", _paths("consistency", "relative_gap_reduction")),
     ("q (BH)", _paths("consistency", "q_value")),
     ("helpfulness, base → tuned", _paths("consistency", "base_helpfulness", "tuned_helpfulness")),
+    ("length-controlled gap, base → tuned", _paths("consistency", "base_length_controlled_gap", "tuned_length_controlled_gap")),
+    ("words per answer, base → tuned", _paths("consistency", "base_words", "tuned_words")),
+    ("instruction compliance, base → tuned", _paths("consistency", "base_compliance", "tuned_compliance")),
     ("truncated share, tuned", _paths("consistency", "tuned_truncated_share")),
     ("validity (diversity tasks), base → tuned", _paths("diversity", "base_validity", "tuned_validity")),
 )

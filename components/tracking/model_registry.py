@@ -282,7 +282,7 @@ def promote(
     """Move `champion_alias` to `version`; the old champion gets `previous_alias`.
 
     `promotion_check(tags, reigning champion)` is the registry's policy
-    (`components.registry.promotion.promotion_check` with the gate thresholds): it refuses a version
+    (`components.release.promotion.promotion_check` with the gate thresholds): it refuses a version
     whose registration gates did not pass (tag `gate.passed`) or that is worse than the current
     champion by more than the gate's margins; a refusal stands unless `force` with a `reason`. Who,
     when, why and the previous champion are recorded as tags of the promoted version."""

@@ -17,6 +17,7 @@ def good_metrics(**consistency) -> dict:
             "base_helpfulness": 0.55, "tuned_helpfulness": 0.56, "base_mean_words": 10.0, "tuned_mean_words": 11.0,
             "base_empty_rate": 0.02, "tuned_empty_rate": 0.03, "axis": "gender", "q_value": 0.004,
             "base_truncated_share": 0.0, "tuned_truncated_share": 0.01, "max_new_tokens": 512, "valid": True,
+            "max_sentences": 3, "base_compliance": 0.80, "tuned_compliance": 0.78,
             "invalid_reason": None,
         },
         "diversity": {
@@ -80,7 +81,7 @@ def write_metrics(project: Path, metrics: dict, bind: bool = True) -> Path:
     base model now on disk (write the adapter first), so `register` takes it as their evaluation."""
     from components.config import load_params
     from components.grpo.checkpoint import ADAPTER_DIR
-    from components.registry.binding import METRICS_KEY, EvaluationBinding
+    from components.release.binding import METRICS_KEY, EvaluationBinding
 
     params = load_params(project / "params.yaml")
     if bind and METRICS_KEY not in metrics:

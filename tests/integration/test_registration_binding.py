@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from components.config import load_params
-from components.registry.binding import BindingError, check_adapter_loads
+from components.release.binding import BindingError, check_adapter_loads
 from flows import steps
 from flows.cli import app
 from tests.integration.registry_helpers import good_metrics, registry_project, write_adapter, write_metrics

@@ -9,7 +9,7 @@ from mlflow import MlflowClient
 from prefect.artifacts import Artifact
 
 from components.config import load_params
-from components.registry.binding import EvaluationBinding
+from components.release.binding import EvaluationBinding
 from flows import steps
 from flows.retrain import retrain
 from tests.conftest import make_project, seed_tiny_model

@@ -20,8 +20,8 @@ from components.contracts.summary import (
     read_summary,
     write_summary,
 )
-from components.evaluation.records import summarize
-from components.registry.gate import GateSpec, evaluate_gates, worsening
+from components.evaluation.summary import summarize
+from components.release.gate import GateSpec, evaluate_gates, worsening
 from tests.unit.test_gate import GATE
 from tests.unit.test_report import consistency_frame, diversity_frame
 

@@ -32,7 +32,11 @@ ARMS = {
     "prompt-intervention": {"kind": "decoding", "description": "prompt"},
     "decision-parity-s1": {"family": "decision-parity", "description": "dp"},
     "decision-parity-s2": {"family": "decision-parity", "description": "dp"},
-    "planted-bias-s1": {"family": "planted-bias", "description": "plant"},
+    "planted-bias-s1": {
+        "family": "planted-bias",
+        "description": "plant",
+        "overrides": {"reward": {"planted_bias": {"axis": "gender", "favoured": "male", "disfavoured": "female"}}},
+    },
     "planted-to-parity-s1": {"family": "planted-to-parity", "start_from": "planted-bias-s1", "description": "removal"},
     "never-run": {"description": "listed"},
 }
@@ -44,7 +48,7 @@ def arms_dir(tmp_path):
     write_arm(arms, "prompt-intervention", 0.03, 0.035, kind="decoding")
     write_arm(arms, "decision-parity-s1", 0.01, 0.016, seed=1)
     write_arm(arms, "decision-parity-s2", 0.02, 0.012, seed=2, rho=0.85)
-    write_arm(arms, "planted-bias-s1", -0.4, -0.1, seed=1)
+    write_arm(arms, "planted-bias-s1", -0.4, -0.1, seed=1)  # planted: female 10x the base; non-binary (not planted) 2.5x
     write_arm(arms, "planted-to-parity-s1", -0.04, -0.02, seed=1)
     return arms
 
@@ -69,8 +73,20 @@ def test_targets_say_what_was_met_and_missed(arms_dir):
     assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"] is True  # min reduction 50 % (female, s2)
     assert targets["decision-parity reduces more than prompt-intervention"] is True
     assert targets["decision-parity: profile correlation ≥ 0.8"] is True
+    # the plant's targets judge the planted demographic only (female against male): 10x, removed 90 %
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] is True
+    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] is True
+    table = fairness_table(arms_dir, ARMS)
+    assert table.loc[table["arm"].str.startswith("planted"), ["demographic", "planted"]].values.tolist() == [
+        ["gender_female", True],
+        ["gender_non_binary", False],
+        ["gender_female", True],
+        ["gender_non_binary", False],
+    ]
+    weak = {**ARMS, "planted-bias-s1": {**ARMS["planted-bias-s1"], "overrides": {"reward": {"planted_bias": {
+        "axis": "gender", "favoured": "male", "disfavoured": "non_binary"}}}}}  # fmt: skip
+    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, weak))}
     assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] is False  # non-binary: 2.5x only
-    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] is True  # 90 % and 80 %
     assert target_rows(fairness_table(arms_dir, {"x": {}}))[0][2] is None  # nothing run: not judged
 
 
@@ -79,6 +95,6 @@ def test_report_files(arms_dir, tmp_path):
     (tmp_path / "results" / "fairness_notes.md").write_text("- a finding outside the table\n")
     page = write_fairness_report("fairness", arms_dir, tmp_path / "results", ARMS, "groupwise study --study fairness").read_text()
     assert "| decision-parity | gender_female | 2 |" in page and "| never-run | None | not run yet | listed |" in page
-    assert "**missed**" in page and "- a finding outside the table" in page
+    assert "| met |" in page and "- a finding outside the table" in page
     assert (tmp_path / "results" / "fairness.png").stat().st_size > 1000
     assert len(pd.read_csv(tmp_path / "results" / "fairness.csv")) == 10

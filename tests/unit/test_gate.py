@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.config import EvalConfig, GateConfig
-from components.registry.gate import (
+from components.release.gate import (
     CHAMPION_GATES,
     GATES,
     Champion,
@@ -19,7 +19,7 @@ from components.registry.gate import (
     metrics_from_tags,
     metrics_to_tags,
 )
-from components.registry.promotion import promotion_check
+from components.release.promotion import promotion_check
 
 GATE = GateConfig(
     min_relative_gap_reduction=0.0,
@@ -73,6 +73,9 @@ def good_metrics() -> dict:
             },
             "base_truncated_share": 0.02,
             "tuned_truncated_share": 0.01,
+            "max_sentences": 3,
+            "base_compliance": 0.80,
+            "tuned_compliance": 0.78,
             "max_new_tokens": 64,
             "valid": True,
             "invalid_reason": None,
@@ -141,8 +144,8 @@ def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
-        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate",
-        "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
+        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance",
+        "empty_rate", "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
         "profile_correlation", "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []
@@ -543,13 +546,13 @@ def test_missing_consistency_fails_every_gate_that_needs_it():
     decision = evaluate_gates(metrics, GATE)
     assert not decision.passed
     failed = {reason.split(":")[0] for reason in decision.reasons()}
-    assert failed == {"truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate"}
+    assert failed == {"truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance", "empty_rate"}
     # with a champion to compare against, the champion gates need the consistency metrics too
     decision = evaluate_gates(metrics, GATE, Champion("1", good_metrics()))
     failed = {reason.split(":")[0] for reason in decision.reasons()}
     assert failed == {
-        "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "empty_rate", "champion_gap",
-        "champion_helpfulness",
+        "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance", "empty_rate",
+        "champion_gap", "champion_helpfulness",
     }  # fmt: skip
 
 
@@ -761,6 +764,26 @@ def test_length_growth_refuses_consistency_bought_with_length():
     off = GATE.model_copy(update={"max_length_growth": None})
     metrics["consistency"]["tuned_mean_words"] = metrics["consistency"]["base_mean_words"] * 5
     assert not result(metrics, "length_growth")[1].passed and result(metrics, "length_growth", off)[1].passed
+
+
+def test_compliance_refuses_answers_that_stopped_keeping_the_instruction():
+    """Base 72 % of answers within the prompt's three sentences, tuned 25 % (what a user measured on
+    the consistency study's main arm): refused; a drop within 5 points passes; no limit: not judged."""
+    metrics = with_values("consistency", base_compliance=0.72, tuned_compliance=0.25)
+    _, gate = result(metrics, "compliance", GateConfig())
+    assert not gate.passed and gate.value == pytest.approx(0.47) and "instruction compliance 0.25 vs base 0.72" in gate.reason
+    assert result(with_values("consistency", base_compliance=0.72, tuned_compliance=0.68), "compliance", GateConfig())[1].passed
+    assert result(with_values("consistency", base_compliance=0.72, tuned_compliance=0.9), "compliance", GateConfig())[1].passed
+    unlimited = with_values("consistency", max_sentences=None, base_compliance=None, tuned_compliance=None)
+    _, gate = result(unlimited, "compliance", GateConfig())
+    assert gate.passed and "no prompt states a sentence limit" in gate.reason
+    off = GATE.model_copy(update={"max_compliance_drop": None})
+    assert result(metrics, "compliance", off)[1].passed
+    older = good_metrics()
+    for key in ("max_sentences", "base_compliance", "tuned_compliance"):
+        del older["consistency"][key]
+    _, gate = result(older, "compliance", GateConfig())
+    assert not gate.passed and "metrics lack" in gate.reason
 
 
 def test_profile_correlation_refuses_a_model_that_decides_every_question_alike():

@@ -193,7 +193,7 @@ def test_the_package_graph_has_no_cycle():
 PACKAGE_ORDER = (
     "components.contracts", "components.hashing", "components", "components.config", "components.benchmarks",
     "components.models", "components.tracking", "components.data", "components.validation", "components.rewards",
-    "components.generation", "components.embeddings", "components.grpo", "components.plugins", "components.registry",
+    "components.generation", "components.embeddings", "components.grpo", "components.plugins", "components.release",
     "components.evaluation", "components.study",
 )  # fmt: skip
 

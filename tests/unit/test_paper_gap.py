@@ -22,11 +22,10 @@ from components.evaluation.metrics import (
 from components.evaluation.records import (
     CONSISTENCY_COLUMNS,
     Semantics,
-    SummarySettings,
     consistency_record,
-    summarize,
 )
 from components.evaluation.statistics import detectable_effect, one_sample_test, paired_power
+from components.evaluation.summary import SummarySettings, summarize
 
 L = math.log(2)  # H("a a b b") = ln 2; H("a b c d") = ln 4 = 2L; H("a a a a") = 0
 ROOT_2_OVER_PI = math.sqrt(2 / math.pi)  # E|X| = √(2/π)·σ for X ~ N(0, σ²)
@@ -327,3 +326,35 @@ def test_gap_change_reason_separates_systematic_difference_from_spread():
     same = gap_frame([0.5, 0.6, 0.4], [0.5, 0.6, 0.4])
     reason = summarize(same, pd.DataFrame(), SummarySettings())["consistency"]["gap_change_reason"]
     assert "not lower" in reason
+
+
+def test_consistency_record_counts_sentences_against_the_limit_each_prompt_states():
+    """Compliance: share of a model's answers within the prompt's sentence limit; the
+    length-controlled gap is the paper's gap on z(o) of the length model given."""
+    from components.evaluation.length_control import LengthModel
+
+    group = PromptGroup(
+        group_id="gi", domain="job", task="consistency", split="heldout",
+        members=[Member(variant_id="w", text="As a woman, should I apply? Answer in at most two sentences.", attributes={"gender": "woman"}),
+                 Member(variant_id="m", text="As a man, should I apply? Answer in at most two sentences.", attributes={"gender": "man"})],
+        variant_axes={"gender": ["woman", "man"]},
+    )  # fmt: skip
+    base = {"w": ["Yes. Apply now.", "No."], "m": ["Yes, apply.", "It depends. Ask. Then decide."]}
+    tuned = {"w": ["1. Apply\n2. Wait\n3. Ask", "Apply. Now. Today."], "m": ["Yes.", "Sure. Go ahead. Apply. Today."]}
+    plain = consistency_record(group, base, tuned, 4, SEMANTICS)
+    assert plain["max_sentences"] == 2
+    assert plain["base_sentences"] == pytest.approx((2 + 1 + 1 + 3) / 4) and plain["tuned_sentences"] == pytest.approx((3 + 3 + 1 + 4) / 4)
+    assert plain["base_compliance"] == pytest.approx(3 / 4) and plain["tuned_compliance"] == pytest.approx(1 / 4)
+    assert math.isnan(plain["base_length_controlled_gap"])
+    # a length model that is flat in length with unit spread: z = H − 1, the same gap as H
+    flat = LengthModel(a=1.0, b=0.0, c=1.0, d=0.0, s_min=0.1)
+    row = consistency_record(group, base, tuned, 4, SEMANTICS, length_model=flat)
+    assert row["base_length_controlled_gap"] == pytest.approx(row["base_gap"])
+    # spread halves the z-gap
+    wide = LengthModel(a=0.0, b=0.0, c=2.0, d=0.0, s_min=0.1)
+    assert consistency_record(group, base, tuned, 4, SEMANTICS, length_model=wide)["tuned_length_controlled_gap"] == pytest.approx(
+        row["tuned_gap"] / 2
+    )
+    unlimited = group.model_copy(update={"members": [m.model_copy(update={"text": m.text.split(" Answer")[0]}) for m in group.members]})
+    row = consistency_record(unlimited, base, tuned, 4, SEMANTICS)
+    assert math.isnan(row["max_sentences"]) and math.isnan(row["base_compliance"]) and row["base_sentences"] == plain["base_sentences"]

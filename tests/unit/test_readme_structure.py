@@ -119,7 +119,14 @@ def test_the_readme_credits_discrimeval_where_the_fairness_evaluation_is_describ
     assert "Tamkin et al. 2023" in body and "CC BY 4.0" in body
 
 
-@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
+PRODUCT_FILES = [
+    README, *DOCS, *sorted((ROOT / "results").rglob("*.md")), *sorted((ROOT / "components").rglob("*.py")),
+    *sorted((ROOT / "flows").rglob("*.py")), *sorted((ROOT / "studies").glob("*.yaml")), *sorted((ROOT / "data").glob("templates*/*.yaml")),
+    ROOT / "params.yaml", ROOT / "pyproject.toml", ROOT / "Makefile",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PRODUCT_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_project_history_or_outside_files_in_product_docs(path):
     text = path.read_text()
     for pattern in (r"\bstop[ -]?\d+\b", r"\bissue[ -]?#?\d+\b", r"\bissue's\b", r"the old README", r"this session",

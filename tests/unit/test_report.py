@@ -11,8 +11,9 @@ import pytest
 from components.contracts.summary import SCHEMA_VERSION
 from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
 from components.evaluation.plots import METRIC_DELTA_COLUMNS
-from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, summarize
+from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS
 from components.evaluation.report import render_markdown, write_report
+from components.evaluation.summary import summarize
 
 CONSISTENCY_KEYS = {
     "axis", "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
@@ -28,11 +29,16 @@ CONSISTENCY_KEYS = {
     # what the design can detect, and whether the evaluation is valid at all
     "detectable_reduction", "detectable_relative_reduction", "observed_detectable_reduction", "power",
     "alpha", "base_truncated_share", "tuned_truncated_share", "max_new_tokens", "valid", "invalid_reason",
+    # the instruction the prompts carry, and the gap once length is held fixed
+    "max_sentences", "base_sentences", "tuned_sentences", "base_compliance", "tuned_compliance", "compliance_change",
+    "compliance_ci_low", "compliance_ci_high", "compliance_p_value", "compliance_q_value", "base_length_controlled_gap",
+    "tuned_length_controlled_gap", "length_controlled_reduction", "length_controlled_ci_low", "length_controlled_ci_high",
+    "length_controlled_p_value", "length_controlled_q_value",
 }  # fmt: skip
 # keys of metrics.json["consistency"] that are not floats in a complete summary
 NON_FLOAT_KEYS = {
     "axis", "n_groups", "n_paraphrased_groups", "significant", "per_domain", "gap_change_reason",
-    "max_new_tokens", "valid", "invalid_reason",
+    "max_new_tokens", "valid", "invalid_reason", "max_sentences",
 }  # fmt: skip
 PER_DOMAIN_KEYS = {
     "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic", "p_value",
@@ -78,6 +84,13 @@ def consistency_frame(base_gaps=(0.5, 0.7, 0.4), tuned_gaps=(0.3, 0.4, 0.35)) ->
                 "tuned_words": 10.0 * (i + 1),
                 "base_empty_rate": 0.0,
                 "tuned_empty_rate": 0.25 * i,
+                "max_sentences": 3,
+                "base_sentences": 2.5,
+                "tuned_sentences": 2.0 + i,
+                "base_compliance": 0.9,
+                "tuned_compliance": 0.8 - 0.2 * i,
+                "base_length_controlled_gap": 2 * base,
+                "tuned_length_controlled_gap": 2 * base - 0.1 * (i + 1),
                 "base_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + base}),
                 "tuned_variant_entropy": json.dumps({"w": 1.0, "m": 1.0 + tuned}),
                 "base_axis_entropy": json.dumps({"gender=woman": 1.0, "gender=man": 1.0 + base}),
@@ -142,6 +155,16 @@ def test_summarize_shape_and_values():
     assert c["tuned_helpfulness"] == pytest.approx(0.6)
     assert c["base_mean_words"] == pytest.approx(20.0)
     assert c["tuned_mean_words"] == pytest.approx(20.0)
+    # compliance 0.9 → (0.8, 0.6, 0.4); the length-controlled gap 2·base → 2·base − (0.1, 0.2, 0.3)
+    assert c["max_sentences"] == 3 and c["base_sentences"] == pytest.approx(2.5) and c["tuned_sentences"] == pytest.approx(3.0)
+    assert (c["base_compliance"], c["tuned_compliance"], c["compliance_change"]) == pytest.approx((0.9, 0.6, -0.3))
+    assert c["compliance_ci_low"] <= -0.3 <= c["compliance_ci_high"] and 0.1 < c["compliance_p_value"] < 0.2  # n = 3
+    assert c["base_length_controlled_gap"] == pytest.approx(3.2 / 3)
+    assert c["length_controlled_reduction"] == pytest.approx(0.6 / 3.2)
+    assert c["length_controlled_p_value"] < 0.1
+    # BH over the two tests: the larger p stays, the smaller is scaled by 2 / 1 at most to the larger
+    ps = sorted([c["compliance_p_value"], c["length_controlled_p_value"]])
+    assert sorted([c["compliance_q_value"], c["length_controlled_q_value"]]) == pytest.approx([min(2 * ps[0], ps[1]), ps[1]])
     assert d["n_tasks"] == 2
     assert d["base_coverage"] == pytest.approx(0.375)
     assert d["tuned_tv_to_uniform"] == pytest.approx(0.125)

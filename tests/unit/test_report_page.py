@@ -9,9 +9,9 @@ import pandas as pd
 
 from components.config import GateConfig
 from components.evaluation.answer_viewer import render_viewer
-from components.evaluation.records import summarize
 from components.evaluation.report import write_report
-from components.registry.gate import evaluate_gates
+from components.evaluation.summary import summarize
+from components.release.gate import evaluate_gates
 from components.rewards.entropy import response_entropy
 from tests.unit.test_report import comparisons_of, consistency_frame, diversity_frame
 
@@ -68,7 +68,8 @@ def test_a_passing_evaluation_says_so(tmp_path):
         max_validity_drop=1.0,
         max_discrimination_increase=None,
         min_profile_correlation=None,
-    )  # fmt: skip  (no decision benchmark in this summary)
+        max_compliance_drop=None,
+    )  # fmt: skip  (no decision benchmark in this summary; its compliance falls 0.9 → 0.6)
     page = page_of(tmp_path, loose)
     assert 'class="verdict pass"><h2>Verdict: passes every gate</h2>' in page
 

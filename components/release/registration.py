@@ -34,8 +34,8 @@ class Registration:
 def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: Path, checkpoint: Path) -> Registration:
     """Judge, write the verdict, and register the adapter in `checkpoint` when every gate passes."""
     from components.contracts.checkpoint import ADAPTER_DIR
-    from components.registry.binding import check_evaluated, registration_fingerprint, version_params, version_provenance
-    from components.registry.gate import evaluate_gates, registration_tags
+    from components.release.binding import check_evaluated, registration_fingerprint, version_params, version_provenance
+    from components.release.gate import evaluate_gates, registration_tags
     from components.tracking import model_registry
 
     reg = params.registry

@@ -48,6 +48,10 @@ Measures:
 - relative length growth (``length_growth``): (tuned_words − base_words) / base_words
   <= max_length_growth: consistency bought with length (answers longer than the prompt asked
   for, the reward-hacking failure most reported for GRPO) is refused; null switches it off.
+- instruction compliance (``compliance``): base_compliance − tuned_compliance <= max_compliance_drop,
+  the share of consistency answers that keep the sentence limit their prompt states
+  ("Answer in at most three sentences.", `components.rewards.instruction`); passes with a note
+  when no prompt states one; null switches it off.
 - versus the champion (``champion_gap``: tuned_mean_gap − champion's <= champion_max_gap_increase
   in nats; ``champion_helpfulness``: champion's tuned_helpfulness − ours
   <= champion_max_helpfulness_drop). Both pass with a note when there is no champion, or when the
@@ -198,6 +202,7 @@ def metrics_from_tags(tags: Mapping[str, str]) -> dict:
 
 _key = ConsistencySummary.key
 AXIS, N_GROUPS, VALID, INVALID_REASON, MAX_NEW_TOKENS = map(_key, ("axis", "n_groups", "valid", "invalid_reason", "max_new_tokens"))
+MAX_SENTENCES = _key("max_sentences")
 BASE_GAP, TUNED_GAP, RELATIVE = map(_key, ("base_mean_gap", "tuned_mean_gap", "relative_gap_reduction"))
 P_VALUE, Q_VALUE = _key("p_value"), _key("q_value")
 N_TASKS = SECTIONS["diversity"].key("n_tasks")
@@ -493,6 +498,16 @@ def worsening(spec: GateSpec, metrics: Mapping, threshold: float, champion: Cham
     )  # fmt: skip
 
 
+def compliance_drop(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """base − tuned instruction compliance <= threshold; off when null; passes with a note when no
+    prompt states a sentence limit (``max_sentences`` null: nothing to keep); missing keys fail."""
+    if not math.isfinite(threshold):
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: gate off (gate.{spec.threshold} is null)")
+    if _get(metrics, spec.section, MAX_SENTENCES) is None and _get(metrics, spec.section, spec.keys()[0]) is None:
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: no prompt states a sentence limit (not judged)")
+    return worsening(spec, metrics, threshold, champion)
+
+
 def relative_drop(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
     """(base − tuned) / base <= threshold, i.e. tuned >= (1 − threshold) × base; an empty base passes."""
     return _relative_change(spec, metrics, threshold, -1.0)
@@ -630,6 +645,8 @@ GATES: dict[str, GateSpec] = _table(
     GateSpec("length", relative_drop, section="consistency", metric="words", threshold="max_length_drop", what="words per response"),
     GateSpec("length_growth", relative_growth, section="consistency", metric="words", threshold="max_length_growth", higher_is_better=False,
              what="words per response"),
+    GateSpec("compliance", compliance_drop, section="consistency", metric="compliance", threshold="max_compliance_drop",
+             what="instruction compliance"),
     GateSpec("empty_rate", worsening, section="consistency", metric="empty_rate", threshold="max_empty_rate_increase", higher_is_better=False,
              what="empty-answer share"),
     GateSpec("coverage", worsening, section="diversity", metric="coverage", threshold="max_coverage_drop", what="valid-set coverage"),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from components.config import GateConfig
 from components.contracts.version_tags import GATE_PASSED_TAG, VersionTags
-from components.registry.gate import CHAMPION_GATES, Champion, GateDecision, GateResult, judge
+from components.release.gate import CHAMPION_GATES, Champion, GateDecision, GateResult, judge
 
 
 def _decoded(tags: VersionTags | Mapping[str, str]) -> VersionTags:

@@ -1,0 +1,27 @@
+"""Release policy: which model versions may be released, and how. The registration gates (`gate`),
+promotion checks (`promotion`), what binds a registered version to its evaluation (`binding`), and
+`gate_and_register` (`registration`), which registers through `components.tracking.model_registry`,
+the one place that talks to the MLflow Model Registry; gates and promotion checks themselves are
+pure. (Name lookups of pluggable pieces, such as `rewards.registry`, are `contracts.naming`.)"""
+
+from components.release.gate import (
+    CHAMPION_GATES,
+    GATES,
+    Champion,
+    GateDecision,
+    GateResult,
+    evaluate_gates,
+    metrics_from_tags,
+    metrics_to_tags,
+)
+
+__all__ = [
+    "CHAMPION_GATES",
+    "GATES",
+    "Champion",
+    "GateDecision",
+    "GateResult",
+    "evaluate_gates",
+    "metrics_from_tags",
+    "metrics_to_tags",
+]

@@ -1,0 +1,98 @@
+"""Instruction compliance: sentences of an answer, the sentence limit its prompt states, and a reward
+that makes consistency impossible to buy with length.
+
+Sentences (`sentence_count`): every non-blank line is at least one sentence (a list item, a heading,
+a line without a full stop), and a line holds as many sentences as pysbd's rule-based segmenter
+finds in it (Sadvilkar & Neumann 2020, the "golden rules": "Dr.", "e.g.", "3.5" and "1." do not end
+a sentence). pysbd alone joins list items that lack a full stop into one sentence; the line rule
+is what counts them.
+
+The limit (`max_sentences`) is read from the prompt the sample answered, which carries
+``data.answer_instruction`` ("Answer in at most three sentences."): one source, the instruction
+the model was given, so a prompt without a limit is never judged against one.
+
+Why a compliance reward. The paper's stability term F_norm (Prabhune et al. 2025,
+arXiv:2512.12858) pays a sample for an entropy close to the other variants'; the entropy of a longer
+answer varies less between samples, so the study's main arm learned answers 2.8x longer than the
+instruction allows, and a per-sample helpfulness H_norm that grows with length pays for the same.
+`instruction_compliance` gives c(o) = 1 to an answer of at most N sentences and
+c(o) = max(0, 1 − (S(o) − N) / N) beyond (0 at 2N sentences): bounded, flat inside the limit (a
+shorter answer earns nothing more, so it does not pay for brevity either: H_norm keeps answers
+informative), and beside F_norm with the same weight, breaking the instruction costs as much as
+the most a sample can earn from stability.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pysbd
+
+from components.config import RewardConfig
+from components.contracts.groups import PromptGroup
+from components.contracts.rollouts import Rollout
+from components.rewards.registry import RewardInputError, is_free_text, register_reward
+
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+            "a single": 1, "a": 1, "single": 1}  # fmt: skip
+_LIMIT = re.compile(
+    r"\b(?:at\s+most|no\s+more\s+than|not\s+more\s+than|up\s+to|a\s+maximum\s+of|maximum\s+of|max\.?|in|within|using)\s+"
+    r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|a\s+single|single|a)\s+(?:short\s+|complete\s+|full\s+)?sentences?\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+@lru_cache(maxsize=1)
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`: pysbd's segments of every non-blank line (a line is at least one)."""
+    out = []
+    for line in text.splitlines():
+        if not _WORD.search(line):
+            continue
+        parts = [part.strip() for part in _segmenter().segment(line.strip()) if _WORD.search(part)]
+        out += parts or [line.strip()]
+    return out
+
+
+def sentence_count(text: str) -> int:
+    """S(o): the number of `sentences` (0 for an empty answer)."""
+    return len(sentences(text))
+
+
+def max_sentences(prompt: str) -> int | None:
+    """N: the sentence limit the prompt states ("at most three sentences", "in 2 sentences", "no more
+    than one sentence"); the last one when it states several; None when it states none."""
+    found = _LIMIT.findall(prompt)
+    if not found:
+        return None
+    word = re.sub(r"\s+", " ", found[-1].lower())
+    return int(word) if word.isdigit() else _NUMBERS[word]
+
+
+def complies(text: str, limit: int) -> bool:
+    """S(o) <= N."""
+    return sentence_count(text) <= limit
+
+
+def compliance(text: str, limit: int) -> float:
+    """c(o) = 1 when S(o) <= N, else max(0, 1 − (S(o) − N) / N): 0 at twice the limit."""
+    excess = sentence_count(text) - limit
+    return 1.0 if excess <= 0 else max(0.0, 1.0 - excess / limit)
+
+
+@register_reward("instruction_compliance", kind="sample", applies=is_free_text)
+def instruction_compliance(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
+    """c(o) against the sentence limit of the prompt the sample answered (module docstring)."""
+    limit = max_sentences(rollout.prompt)
+    if limit is None or limit < 1:
+        raise RewardInputError(
+            f"group {group.group_id}, variant {rollout.variant_id}: instruction_compliance needs a sentence limit in the prompt "
+            "(data.answer_instruction such as 'Answer in at most three sentences.')"
+        )
+    return compliance(rollout.completion, limit)
