@@ -9,7 +9,7 @@ params.yaml), then reports the answers' length in words (quantiles, truncated sh
 W_max and each `reward.entropy_scope`, the Spearman correlation between H_norm and length, the
 mean H_norm of the short half and the long half of the answers, and the share of answers at the
 ceiling (H_norm >= 0.99, no reward signal left). The held-out groups are never read: this is how
-`reward.entropy_scope` and `reward.entropy_max_words` were chosen (results/helpfulness_length.json).
+`reward.entropy_scope` and `reward.entropy_max_words` were chosen (results/benchmarks/helpfulness_length.json).
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ class RewardConfig(_Section):
         description="answer: H of the whole answer (the paper's; grows with length: Spearman 0.92 at W_max 64 on base "
         "answers, and the study's first arm learned 4x longer answers until H_norm saturated) | window: mean H over "
         "sliding windows of W_max words (MATTR-style: length beyond W_max words earns nothing; Spearman with length "
-        "0.42 at W_max 32, results/helpfulness_length.json)",
+        "0.42 at W_max 32, results/benchmarks/helpfulness_length.json)",
     )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
     decision_scale: float = Field(
@@ -552,7 +552,7 @@ class StudyConfig(_Section):
     profile: str = Field("paper", description="profile every arm starts from")
     report: Literal["consistency", "diversity", "fairness"] = Field(
         "consistency",
-        description="consistency: the paper's gap per arm (results/consistency.md) | diversity: validity, coverage, "
+        description="consistency: the paper's gap per arm (results/consistency/report.md) | diversity: validity, coverage, "
         "all-valid and accuracy per task family, paired against the base and between arms | fairness: the decision "
         "benchmarks' held-out discrimination scores per arm and seed (results/NAME.md)",
     )

@@ -180,7 +180,7 @@ def study(
         None, "--store", help="a folder every worker shares (checkpoints and results of the arms); default $GROUPWISE_STUDY_STORE"
     ),
 ) -> None:
-    """Run a study: arms in order, finished ones skipped; results/consistency.md (or results/NAME.md).
+    """Run a study: arms in order, finished ones skipped; results/consistency/report.md (or results/NAME.md).
 
     With --submit every unfinished arm is a flow run of the deployment study-arm/groupwise-study-arm on a work pool."""
     from flows.study import load_study, write_study_report

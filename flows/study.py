@@ -1,19 +1,20 @@
 """`groupwise study [--study NAME]`: a study, arm after arm, resumable, one MLflow run per arm.
 
 Every study is a file of its own, studies/<NAME>.yaml beside params.yaml (`components.config.with_study_files`):
-the consistency study studies/consistency.yaml, the default (results/consistency.md); further studies
-studies/NAME.yaml (results/NAME.md, e.g. the GAPO and SEED-GRPO settings, rendered by
+the consistency study studies/consistency.yaml, the default (results/consistency/report.md); further studies
+studies/NAME.yaml (results/NAME/report.md, e.g. the GAPO and SEED-GRPO settings, rendered by
 `components.study.diversity_report`). Every arm starts from its study's `profile` with the arm's
 overrides merged over it, writes its checkpoints and reports under `data/study/<arm>/`
 (`data/study-NAME/<arm>/`) and copies what the study reports (metrics, statistics, per-group
-tables, summary, training log) to `results/study/<arm>/` (`results/study-NAME/<arm>/`, in git).
+tables, summary, training log, samples) to `results/NAME/arms/<arm>/` (in git; the layout of every
+study's results folder: `components.study.layout`).
 An arm whose `arm.json` there carries the fingerprint of its current
 params is done and skipped, so an interrupted study resumes where it stopped; an interrupted
 training resumes from its newest state (`train.save_every`). Arms never touch the model registry.
 
 MLflow: a `study` run, a child run per arm, the steps' runs under each arm. The learning-curve arm
 also evaluates its `train.snapshot_every` adapters. At the end (and after every arm)
-`results/consistency.md`, `results/study.csv` and the learning-curve plot are rewritten from
+`results/consistency/report.md`, `table.csv` and the learning-curve plot are rewritten from
 whatever arms are done.
 """
 
@@ -40,6 +41,7 @@ from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_wr
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
+from components.study.layout import StudyLayout
 from components.study.machine import machine_record
 from components.study.report import (
     ARM_FILE,
@@ -62,6 +64,8 @@ COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_g
           "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
 SAMPLES_FILE = "samples.csv"  # the evaluation's samples (reports folder)
 KEPT_SAMPLES = "samples.csv.gz"  # an arm's samples, kept beside its results
+HEADLINES = "metrics.json"  # the consistency study's headline per arm and scope (DVC metrics)
+CURVE_PLOT = "learning_curve.png"
 CONSISTENCY = "consistency"  # the `study` section's name
 
 
@@ -86,11 +90,17 @@ class Study:
 
     @property
     def folder(self) -> str:
+        """The name of its arms' working folders under data/ (checkpoints, reports): data/<folder>/<arm>."""
         return "study" if self.name == CONSISTENCY else f"study-{self.name}"
 
     @property
+    def layout(self) -> StudyLayout:
+        """Its results folder, results/<study>/ (`components.study.layout`)."""
+        return StudyLayout(self.results / self.name)
+
+    @property
     def arms_dir(self) -> Path:
-        return self.results / self.folder
+        return self.layout.arms
 
     def arm_dir(self, arm: str) -> Path:
         return self.arms_dir / arm
@@ -138,7 +148,7 @@ def _trained(params: Params) -> bool:
 
 
 def learning_curve(params: Params, study: Study, name: str, parent: str) -> None:
-    """Evaluate the arm's snapshot adapters not yet in results/study/<arm>/learning_curve.csv (base
+    """Evaluate the arm's snapshot adapters not yet in results/consistency/arms/<arm>/learning_curve.csv (base
     samples drawn once, the engine started once), appending each point as it is done; the step-0
     (base) and final rows come from the arm's own evaluation."""
     from components.contracts.summary import read_summary
@@ -199,7 +209,7 @@ def train_arm(params: Params, study: Study, name: str, parent: str, resume: bool
 
 @task(name="study-arm", cache_policy=NO_CACHE)
 def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
-    """Train (train arms) and evaluate one arm; its results go to results/study/<name>/ at once, then
+    """Train (train arms) and evaluate one arm; its results go to results/<study>/arms/<name>/ at once, then
     the learning curve (the learning-curve arm) is added point by point."""
     layout = CheckpointLayout(params.paths.checkpoints)
     arm = study.config.arms[name]
@@ -256,39 +266,37 @@ def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
     study results/NAME.md, NAME.csv and NAME.png (`components.study.diversity_report`)."""
     if study.config.report == "fairness":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
-        return write_fairness_report(study.name, study.arms_dir, study.results, arms, f"{COMMAND} --study {study.name}")
+        return write_fairness_report(study.name, study.layout, arms, f"{COMMAND} --study {study.name}")
     if study.config.report == "diversity":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
-        return write_diversity_report(study.name, study.arms_dir, study.results, arms, study.config.compare,
-                                      f"{COMMAND} --study {study.name}")  # fmt: skip
+        return write_diversity_report(study.name, study.layout, arms, study.config.compare, f"{COMMAND} --study {study.name}")
     return write_consistency_report(study, notes)
 
 
 def write_consistency_report(study: Study, notes: list[str] | None = None) -> Path:
-    """results/consistency.md, results/study.csv and the learning curve from the finished arms."""
-    results = study.results
+    """report.md, table.csv, metrics.json (the arms' headlines, DVC metrics) and the learning curve
+    (learning_curve.csv / .png) of results/consistency/ from the finished arms."""
+    layout = study.layout
     arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
-    table = study_table(study.arms_dir, order=list(arms))
-    curves = [pd.read_csv(p) for p in sorted(study.arms_dir.glob(f"*/{CURVE_FILE}"))]
+    table = study_table(layout.arms, order=list(arms))
+    curves = [pd.read_csv(p) for p in sorted(layout.arms.glob(f"*/{CURVE_FILE}"))]
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
-    results.mkdir(parents=True, exist_ok=True)
-    table.to_csv(results / "study.csv", index=False)
-    atomic_write_json(results / "study_metrics.json", headline_metrics(table))
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(layout.table, index=False)
+    atomic_write_json(layout.folder / HEADLINES, headline_metrics(table))
     if not curve.empty:
-        curve.to_csv(results / "consistency_learning_curve.csv", index=False)
-        plot_learning_curve(curve, results / "consistency_learning_curve.png")
-    notes_file = results / "study_notes.md"  # what a person adds: arms cut short, findings outside the table
-    extra = [line[2:] for line in notes_file.read_text().splitlines() if line.startswith("- ")] if notes_file.is_file() else []
-    return atomic_write_text(results / "consistency.md", render_markdown(table, curve, arms, COMMAND, [*(notes or []), *extra]))
+        curve.to_csv(layout.folder / CURVE_FILE, index=False)
+        plot_learning_curve(curve, layout.folder / CURVE_PLOT)
+    return atomic_write_text(layout.report, render_markdown(table, curve, arms, COMMAND, [*(notes or []), *layout.notes()]))
 
 
 def report_files(study: Study) -> list[Path]:
-    """What the study's report consists of (those written so far): the page, its table(s), the plot."""
-    r = study.results
-    if study.config.report in ("diversity", "fairness"):
-        return [p for p in (r / f"{study.name}.md", r / f"{study.name}.csv", r / f"{study.name}.png") if p.is_file()]
-    names = ("consistency.md", "study.csv", "study_metrics.json", "consistency_learning_curve.csv", "consistency_learning_curve.png")
-    return [r / n for n in names if (r / n).is_file()]
+    """What the study's report consists of (those written so far): the page, its table, the plot(s)."""
+    layout = study.layout
+    names = [layout.report, layout.table, layout.plot]
+    if study.config.report not in ("diversity", "fairness"):
+        names += [layout.folder / HEADLINES, layout.folder / CURVE_FILE, layout.folder / CURVE_PLOT]
+    return [p for p in names if p.is_file()]
 
 
 def load_study(params_path: str | Path, name: str | None = None) -> tuple[Params, Study]:

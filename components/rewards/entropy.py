@@ -13,7 +13,7 @@ H(o) <= log |words(o)|, so H_norm grows with both length and lexical variety, sa
 response of W_max distinct words; an empty or one-word answer scores 0.
 
 That whole-answer score (`scope="answer"`, the paper's) pays for length: the consistency study's
-first arm (results/consistency.md, `grpo-whole-answer`) quadrupled answer length until H_norm
+first arm (results/consistency/report.md, `grpo-whole-answer`) quadrupled answer length until H_norm
 saturated at 1 and every group's rewards were equal. `scope="window"` scores the same entropy over
 a fixed number of words, as MATTR does for type-token ratios (Covington & McFall 2010):
 

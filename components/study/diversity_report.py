@@ -1,6 +1,6 @@
 """The GAPO and SEED-GRPO studies' results: per task family, paired against the base and between arms.
 
-Every arm of a `report: diversity` study leaves `results/study-NAME/<arm>/` holding its evaluation's
+Every arm of a `report: diversity` study leaves `results/NAME/arms/<arm>/` holding its evaluation's
 `per_group_diversity.csv` (one row per held-out task: `base_<m>` and `tuned_<m>`, K samples each)
 and `arm.json`. A task's family is its domain up to the first '-' (the generated tasks of
 `components.data.task_generators`: `list`, `count`, `arith`). Per arm, family and metric:
@@ -26,6 +26,7 @@ import pandas as pd
 from components.contracts.atomic import atomic_write_text
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, paired_test
+from components.study.layout import StudyLayout
 from components.study.machine import machine_label
 from components.study.report import ARM_FILE
 
@@ -120,7 +121,7 @@ def _p(value) -> str:
 
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], trained_on: dict[str, str], command: str,
                     machines: dict[str, str] | None = None, alpha: float = 0.01) -> str:  # fmt: skip
-    """results/NAME.md: the arms (with the machine each ran on, `components.study.machine`), then one
+    """results/NAME/report.md: the arms (with the machine each ran on, `components.study.machine`), then one
     table per family, base comparisons and head-to-head."""
     machines = machines or {}
     lines = [f"# Study `{name}`: per task family, paired against the base model and between arms", "",
@@ -178,9 +179,10 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def write_diversity_report(name: str, arms_dir: Path, results: Path, arms: dict[str, dict],
-                           compare: list[tuple[str, str]], command: str) -> Path:  # fmt: skip
-    """results/NAME.md, NAME.csv (every row with its CI, p and q) and NAME.png from the finished arms."""
+def write_diversity_report(name: str, layout: StudyLayout, arms: dict[str, dict], compare: list[tuple[str, str]], command: str) -> Path:
+    """report.md, table.csv (every row with its CI, p and q) and plot.png of the study's results
+    folder (`components.study.layout`) from the finished arms."""
+    arms_dir = layout.arms
     found = load_arms(arms_dir, list(arms))
     table = diversity_table(found, [tuple(pair) for pair in compare])
     trained_on, machines = {}, {}
@@ -189,11 +191,14 @@ def write_diversity_report(name: str, arms_dir: Path, results: Path, arms: dict[
         domains = ((record.get("overrides") or {}).get("train") or {}).get("domains")
         trained_on[arm] = ", ".join(domains) if domains else "all training tasks"
         machines[arm] = machine_label(record.get("machine"))
-    results.mkdir(parents=True, exist_ok=True)
-    table.to_csv(results / f"{name}.csv", index=False)
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(layout.table, index=False)
     if not table.empty:
-        plot(table, results / f"{name}.png")
+        plot(table, layout.plot)
     body = render_markdown(name, table, {a: arms[a] for a in arms}, trained_on, command, machines)
+    notes = layout.notes()
+    if notes:
+        body += "\n## Notes\n\n" + "".join(f"- {note}\n" for note in notes)
     if not table.empty:
-        body += f"\n![{name}]({name}.png)\n"
-    return atomic_write_text(results / f"{name}.md", body)
+        body += f"\n![{name}]({layout.plot.name})\n"
+    return atomic_write_text(layout.report, body)

@@ -1,6 +1,6 @@
 """The fairness study's results (`report: fairness`): held-out decision-benchmark scores per arm and seed.
 
-Every arm of the study leaves `results/study-NAME/<arm>/` with its evaluation's metrics.json
+Every arm of the study leaves `results/NAME/arms/<arm>/` with its evaluation's metrics.json
 (`fairness.<benchmark>`: the base and tuned discrimination scores with their CIs, the paired
 base → tuned change with its q, the profile correlation and the yes-share; `consistency` and
 `diversity`: the capability checks), fairness_effects.csv (per held-out question and demographic)
@@ -24,6 +24,7 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
 from components.evaluation.statistics import benjamini_hochberg, paired_test
+from components.study.layout import StudyLayout
 from components.study.machine import machine_label
 from components.study.report import ARM_FILE
 
@@ -185,7 +186,7 @@ def _pct(value) -> str:
 
 
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str], alpha: float = 0.01) -> str:
-    """results/NAME.md: the arms, the per-family summary, every arm's scores, capability, notes."""
+    """results/NAME/report.md: the arms, the per-family summary, every arm's scores, capability, notes."""
     lines = [f"# Study `{name}`: held-out decision-benchmark disparity per arm", "",
              f"Regenerate: `{command}` (the report alone: `{command} --report-only`). Scores are the DiscrimEval mixed-model "
              "discrimination scores on the benchmark's **held-out** questions (log-odds of yes, against male), base and "
@@ -258,15 +259,14 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def write_fairness_report(name: str, arms_dir: Path, results: Path, arms: dict[str, dict], command: str) -> Path:
-    """results/NAME.md, NAME.csv (every arm's rows) and NAME.png; notes from results/NAME_notes.md."""
-    table = fairness_table(arms_dir, arms)
-    results.mkdir(parents=True, exist_ok=True)
-    table.to_csv(results / f"{name}.csv", index=False)
-    notes_file = results / f"{name}_notes.md"  # what a person adds: findings outside the table
-    notes = [line[2:] for line in notes_file.read_text().splitlines() if line.startswith("- ")] if notes_file.is_file() else []
-    body = render_markdown(name, table, arms, command, notes)
+def write_fairness_report(name: str, layout: StudyLayout, arms: dict[str, dict], command: str) -> Path:
+    """report.md, table.csv (every arm's rows) and plot.png of the study's results folder
+    (`components.study.layout`); the notes from its notes.md."""
+    table = fairness_table(layout.arms, arms)
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(layout.table, index=False)
+    body = render_markdown(name, table, arms, command, layout.notes())
     if not table.empty:
-        plot(table, results / f"{name}.png")
-        body += f"\n![{name}]({name}.png)\n"
-    return atomic_write_text(results / f"{name}.md", body)
+        plot(table, layout.plot)
+        body += f"\n![{name}]({layout.plot.name})\n"
+    return atomic_write_text(layout.report, body)

@@ -1,6 +1,6 @@
-"""The consistency study's results: one row per arm, a learning curve, `results/consistency.md`.
+"""The consistency study's results: one row per arm, a learning curve, `results/consistency/report.md`.
 
-Every arm leaves `results/study/<arm>/` holding its evaluation's `metrics.json` (the
+Every arm leaves `results/consistency/arms/<arm>/` holding its evaluation's `metrics.json` (the
 `EvaluationSummary` of `components.contracts.summary`, read with `read_summary`) and `arm.json` (kind, description, overrides, training
 samples and seconds). `study_table` reads them back into one row per arm: the paper's gap
 (|mean H(A) − mean H(B)| per group, Prabhune et al. 2025, arXiv:2512.12858) per domain and overall
@@ -92,7 +92,7 @@ def default_gate_verdicts(summary: EvaluationSummary) -> dict[str, str]:
 
 
 def study_table(arms_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
-    """All finished arms under `arms_dir` (results/study: those with both files), in `order` when given."""
+    """All finished arms under `arms_dir` (results/consistency/arms: those with both files), in `order` when given."""
     rows = []
     for arm_dir in sorted(Path(arms_dir).glob("*")):
         if (arm_dir / ARM_FILE).is_file() and (arm_dir / METRICS_FILE).is_file():
@@ -136,7 +136,7 @@ def _p(value) -> str:
 
 
 def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str]) -> str:
-    """results/consistency.md: the arms table (one line per arm and scope), the curve, the command."""
+    """results/consistency/report.md: the arms table (one line per arm and scope), the curve, the command."""
     lines = [
         "# Consistency study: the paper's gap on the embedded SmolLM2-135M",
         "",
@@ -185,7 +185,7 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         lines += ["", "## Arms not run yet", ""]
         lines += [f"- `{name}`: {arms[name].get('description', '')}" for name in missing]
     if not curve.empty:
-        lines += ["", "## Learning curve", "", "![gap against training samples](consistency_learning_curve.png)", "",
+        lines += ["", "## Learning curve", "", "![gap against training samples](learning_curve.png)", "",
                   "| arm | step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in curve.iterrows():
             ci = "n/a" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
@@ -254,7 +254,7 @@ def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:
 
 
 def headline_metrics(table: pd.DataFrame) -> dict:
-    """{arm: {scope: {base_gap, tuned_gap, relative_reduction, q_value, ...}}}: results/study_metrics.json,
+    """{arm: {scope: {base_gap, tuned_gap, relative_reduction, q_value, ...}}}: results/consistency/metrics.json,
     the study's DVC metrics file (`dvc metrics show` lists every arm's headline)."""
     keep = ("n_groups", "base_gap", "tuned_gap", "relative_reduction", "ci_low", "ci_high", "p_value", "q_value",
             "tuned_helpfulness", "tuned_words", "tuned_truncated", "train_samples")  # fmt: skip

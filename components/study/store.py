@@ -2,7 +2,7 @@
 Filestore, a ReadWriteMany volume), where a study's arms keep what another worker needs to go on.
 
     <store>/<study folder>/<arm>/
-      results/                      the arm's results folder as it is in results/<study folder>/<arm>/
+      results/                      the arm's results folder as it is in results/<study>/arms/<arm>/
       state-<fingerprint>/          its checkpoints, for the arm's current params only:
         latest/                     the final checkpoint (once trained)
         resume/step-NNNNNN/         the newest resumable training state

@@ -45,7 +45,7 @@ def test_fairness_study_trains_on_train_questions_and_judges_held_out_ones(tmp_p
     heldout = set(json.loads((project / "data/benchmarks/discrim_eval/manifest.json").read_text())["split"]["heldout"])
     assert not heldout & {g["decision"]["question_id"] for g in decided}
 
-    arms = project / "results/study-fairness"
+    arms = project / "results/fairness/arms"
     expected = ["base", "parity-s1", "parity-s2", "continued-s1", "continued-s2"]
     assert sorted(p.name for p in arms.iterdir()) == sorted(expected)
     base = pd.read_csv(arms / "base/decisions.csv")
@@ -58,14 +58,14 @@ def test_fairness_study_trains_on_train_questions_and_judges_held_out_ones(tmp_p
     log = pd.read_csv(project / "data/study-fairness/continued-s1/checkpoints/latest/train_log.csv")
     assert "decision/spread_mean" in log.columns
 
-    table = pd.read_csv(project / "results/fairness.csv")
+    table = pd.read_csv(project / "results/fairness/table.csv")
     assert list(dict.fromkeys(table["arm"])) == expected
     assert set(table["demographic"]) == {"gender_female", "gender_non_binary"}
     cont = table[table["arm"] == "continued-s1"].iloc[0]
     parity = table[(table["arm"] == "parity-s1") & (table["demographic"] == cont["demographic"])].iloc[0]
     assert cont["start_from"] == "parity-s1" and cont["start_score"] == pytest.approx(parity["tuned_score"])
-    page = (project / "results/fairness.md").read_text()
+    page = (project / "results/fairness/report.md").read_text()
     assert "| parity | gender_female | 2 |" in page and "| continued-s2 |" in page
-    assert (project / "results/fairness.png").stat().st_size > 1000
+    assert (project / "results/fairness/plot.png").stat().st_size > 1000
     client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
     assert client.search_registered_models() == []  # arms never touch the registry

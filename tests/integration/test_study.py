@@ -34,27 +34,27 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
 
     results = project / "results"
     for arm in ("greedy", "grpo"):
-        record = json.loads((results / "study" / arm / "arm.json").read_text())
+        record = json.loads((results / "consistency/arms" / arm / "arm.json").read_text())
         assert record["name"] == arm and len(record["fingerprint"]) == 16
-        metrics = json.loads((results / "study" / arm / "metrics.json").read_text())
+        metrics = json.loads((results / "consistency/arms" / arm / "metrics.json").read_text())
         assert metrics["consistency"]["axis"] == "gender" and set(metrics["consistency"]["per_domain"]) == {"investment", "job"}
-    greedy = json.loads((results / "study/greedy/metrics.json").read_text())
+    greedy = json.loads((results / "consistency/arms/greedy/metrics.json").read_text())
     assert greedy["candidate"] == {"source": "base", "temperature": 0.0, "seed_offset": 0}
     assert greedy["consistency"]["tuned_noise_floor"] == 0.0  # greedy: K identical answers, no spread
-    trained = json.loads((results / "study/grpo/arm.json").read_text())
+    trained = json.loads((results / "consistency/arms/grpo/arm.json").read_text())
     assert trained["train_steps"] == 2 and trained["train_samples"] > 0
-    curve = pd.read_csv(results / "study/grpo/learning_curve.csv")
+    curve = pd.read_csv(results / "consistency/arms/grpo/learning_curve.csv")
     assert sorted(curve["step"].unique()) == [0, 1, 2]  # base, the step-1 snapshot, the final adapter
     final = curve[(curve["step"] == 2) & (curve["scope"] == "overall")].iloc[0]
     assert final["tuned_gap"] == pytest.approx(
-        json.loads((results / "study/grpo/metrics.json").read_text())["consistency"]["tuned_mean_gap"]
+        json.loads((results / "consistency/arms/grpo/metrics.json").read_text())["consistency"]["tuned_mean_gap"]
     )
 
-    report = (results / "consistency.md").read_text()
+    report = (results / "consistency/report.md").read_text()
     assert "| greedy | overall |" in report and "| grpo | overall |" in report
     assert "`never-run`: listed as not run" in report  # arms without results are named, not hidden
-    assert (results / "consistency_learning_curve.png").stat().st_size > 1000
-    headline = json.loads((results / "study_metrics.json").read_text())
+    assert (results / "consistency/learning_curve.png").stat().st_size > 1000
+    headline = json.loads((results / "consistency/metrics.json").read_text())
     assert set(headline) == {"greedy", "grpo"} and set(headline["grpo"]) == {"investment", "job", "overall"}
 
     params = load_params(project / "params.yaml")
@@ -71,13 +71,13 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
     assert {"train", "evaluate", "curve-step-1"} <= {r.info.run_name for r in steps_of_grpo}
 
     # resume: finished arms are skipped; an arm whose params changed runs again
-    stamp = {arm: (results / "study" / arm / "arm.json").stat().st_mtime_ns for arm in ("greedy", "grpo")}
+    stamp = {arm: (results / "consistency/arms" / arm / "arm.json").stat().st_mtime_ns for arm in ("greedy", "grpo")}
     raw = (project / "params.yaml").read_text().replace("temperature: 0.0", "temperature: 0.3")
     (project / "params.yaml").write_text(raw)
     study(params_path, ["greedy", "grpo"])
-    assert (results / "study/grpo/arm.json").stat().st_mtime_ns == stamp["grpo"]
-    assert (results / "study/greedy/arm.json").stat().st_mtime_ns != stamp["greedy"]
-    assert json.loads((results / "study/greedy/metrics.json").read_text())["candidate"]["temperature"] == 0.3
+    assert (results / "consistency/arms/grpo/arm.json").stat().st_mtime_ns == stamp["grpo"]
+    assert (results / "consistency/arms/greedy/arm.json").stat().st_mtime_ns != stamp["greedy"]
+    assert json.loads((results / "consistency/arms/greedy/metrics.json").read_text())["candidate"]["temperature"] == 0.3
 
 
 def test_study_names_an_unknown_arm(tmp_path, prefect_harness):
@@ -114,7 +114,7 @@ GAPO_ARMS = {
 
 def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(tmp_path, tiny_model_dir, prefect_harness):
     """`groupwise study --study gapo` on the generated tasks: each arm trains on list/count tasks only,
-    is evaluated on every held-out family, and results/gapo.md pairs it with the base and head to head."""
+    is evaluated on every held-out family, and results/gapo/report.md pairs it with the base and head to head."""
     from components.data import load_groups
     from components.grpo.checkpoint import read_state
 
@@ -131,31 +131,31 @@ def test_a_named_diversity_study_trains_on_its_families_and_reports_per_family(t
     heldout = {g.domain.split("-")[0] for g in load_groups(project / "data/groups_gapo") if g.split == "heldout" and g.task == "diversity"}
     assert heldout == {"list", "count", "arith"}
     for arm in GAPO_ARMS:
-        tasks = pd.read_csv(results / "study-gapo" / arm / "per_group_diversity.csv")
+        tasks = pd.read_csv(results / "gapo/arms" / arm / "per_group_diversity.csv")
         assert {d.split("-")[0] for d in tasks["domain"]} == heldout  # every held-out family, the capability check included
         state = read_state(project / "data/study-gapo" / arm / "checkpoints/latest")
         assert state["steps"] == 1
-    log = pd.read_csv(results / "study-gapo/gapo/train_log.csv")
+    log = pd.read_csv(results / "gapo/arms/gapo/train_log.csv")
     assert len(log) == 1
-    table = pd.read_csv(results / "gapo.csv")
+    table = pd.read_csv(results / "gapo/table.csv")
     assert set(table["comparison"]) == {"vs base", "head to head"}
     assert set(table[table["family"] == "arith"]["metric"]) == {"validity", "coverage"}
     assert set(table[table["family"] == "list"]["metric"]) == {"all_valid", "coverage", "validity", "js_to_uniform"}
-    report = (results / "gapo.md").read_text()
+    report = (results / "gapo/report.md").read_text()
     assert "## list selection" in report and "## arithmetic" in report and "| gapo vs grpo-validity |" in report
     assert f"| gapo | list-*, count-* | {machine_label(machine_record())} | frequency-aware |" in report  # the machine it ran on
     assert "Arms ran on different machines" not in report  # both arms ran here
-    assert not (results / "consistency.md").exists()  # the consistency study's report is not touched
+    assert not (results / "consistency/report.md").exists()  # the consistency study's report is not touched
     params = load_params(project / "params.yaml")
     client = MlflowClient(tracking_uri=params.tracking.uri)
     (parent,) = client.search_runs([client.get_experiment_by_name(params.tracking.experiment).experiment_id],
                                    filter_string="tags.`groupwise.study` = 'gapo'")  # fmt: skip
     logged = {f.path for f in client.list_artifacts(parent.info.run_id, "study")}
-    assert logged == {"study/gapo.md", "study/gapo.csv", "study/gapo.png"}  # the report on the study's run
+    assert logged == {"study/report.md", "study/table.csv", "study/plot.png"}  # the report on the study's run
 
-    stamp = (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns
+    stamp = (results / "gapo/arms/gapo/arm.json").stat().st_mtime_ns
     study(str(project / "params.yaml"), ["gapo"], "gapo")  # finished: skipped
-    assert (results / "study-gapo/gapo/arm.json").stat().st_mtime_ns == stamp
+    assert (results / "gapo/arms/gapo/arm.json").stat().st_mtime_ns == stamp
     with pytest.raises(ValueError, match=r"unknown study 'nope'.*'consistency', 'fairness', 'gapo', 'seed'"):
         study(str(project / "params.yaml"), None, "nope")
     assert raw == (project / "params.yaml").read_text()

@@ -143,7 +143,7 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
     trains = [t for a in attempts for t in client.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{a.info.run_id}'")
               if t.info.run_name == "train"]  # fmt: skip
     assert sorted(t.data.tags["train.resumed"] for t in trains) == ["False", "True"]  # the retry resumed
-    assert {f.path for f in client.list_artifacts(parent.info.run_id, "study")} >= {"study/consistency.md", "study/study.csv"}
+    assert {f.path for f in client.list_artifacts(parent.info.run_id, "study")} >= {"study/report.md", "study/table.csv"}
 
     # the same arms run serially by `groupwise study` (its own process: this one keeps no Prefect client
     # bound to another server; its own tracking store; one thread as the workers)
@@ -153,18 +153,18 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
                           env=serial_env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"pool: {pool_seconds:.0f} s (worker killed at {killed_at:.0f} s); serial: {time.monotonic() - started:.0f} s")
-    merged, alone = (p / "results/consistency.md" for p in (submitter, serial))
+    merged, alone = (p / "results/consistency/report.md" for p in (submitter, serial))
     assert _masked(merged.read_text()) == _masked(alone.read_text())
     timing = ["train_seconds", "eval_seconds"]
-    tables = [pd.read_csv(p / "results/study.csv").drop(columns=timing) for p in (submitter, serial)]
+    tables = [pd.read_csv(p / "results/consistency/table.csv").drop(columns=timing) for p in (submitter, serial)]
     pd.testing.assert_frame_equal(*tables)
     for arm in ARMS:
-        metrics = [json.loads((p / f"results/study/{arm}/metrics.json").read_text()) for p in (submitter, serial)]
+        metrics = [json.loads((p / f"results/consistency/arms/{arm}/metrics.json").read_text()) for p in (submitter, serial)]
         assert metrics[0]["consistency"] == metrics[1]["consistency"], arm
     # the killed arm, resumed on the other worker, trained the very adapter of the uninterrupted run
     adapter = "data/study/long/checkpoints/latest/adapter/adapter_model.safetensors"
     assert (workers[survivor] / adapter).read_bytes() == (serial / adapter).read_bytes()
-    logs = [pd.read_csv(p / "results/study/long/train_log.csv") for p in (submitter, serial)]
+    logs = [pd.read_csv(p / "results/consistency/arms/long/train_log.csv") for p in (submitter, serial)]
     timing = [c for c in logs[0].columns if c.endswith(("_time_s", "_per_s"))]  # wall clock
     assert list(logs[0]["step"]) == [1, 2, 3, 4, 5, 6]
     pd.testing.assert_frame_equal(logs[0].drop(columns=timing), logs[1].drop(columns=timing))  # step 1 before the kill, 2-6 after

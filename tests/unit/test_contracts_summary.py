@@ -26,7 +26,7 @@ from tests.unit.test_gate import GATE
 from tests.unit.test_report import consistency_frame, diversity_frame
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMITTED = sorted(ROOT.glob("results/study/*/metrics.json"))
+COMMITTED = sorted(ROOT.glob("results/consistency/arms/*/metrics.json"))
 
 
 def file_keys(record: type) -> set[str]:
@@ -50,7 +50,7 @@ def test_there_are_committed_files_to_check():
 
 
 def good() -> dict:
-    return json.loads((ROOT / "results/study/grpo/metrics.json").read_text())
+    return json.loads((ROOT / "results/consistency/arms/grpo/metrics.json").read_text())
 
 
 def write(tmp_path: Path, data: dict) -> Path:

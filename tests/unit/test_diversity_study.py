@@ -14,6 +14,7 @@ from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
 from components.study.diversity_report import diversity_table, family, write_diversity_report
+from components.study.layout import StudyLayout
 from components.study.machine import ISA_FLAGS, machine_label, machine_record
 from tests.conftest import make_project
 
@@ -69,18 +70,20 @@ def test_arithmetic_reports_accuracy_and_pass_at_k(tmp_path):
     frame = _tasks({"base": [0.2, 0.0, 0.5], "tuned": [0.4, 0.2, 0.5]}, metric="validity", fam="arith")
     table = diversity_table({"seed-grpo": frame}, [])
     assert set(table["metric"]) == {"validity", "coverage"}  # no all_valid / JS on one-answer tasks
-    arms_dir = tmp_path / "study-seed"
+    arms_dir = tmp_path / "seed" / "arms"
     (arms_dir / "seed-grpo").mkdir(parents=True)
     frame.drop(columns="family").to_csv(arms_dir / "seed-grpo" / "per_group_diversity.csv", index=False)
     (arms_dir / "seed-grpo" / "arm.json").write_text(json.dumps({"overrides": {"train": {"domains": ["arith-*"]}}}))
     arms = {"grpo-correctness": {"description": "not run yet"}, "seed-grpo": {"description": "SEED"}}
-    path = write_diversity_report("seed", arms_dir, tmp_path, arms, [("seed-grpo", "grpo-correctness")], "groupwise study --study seed")
+    path = write_diversity_report(
+        "seed", StudyLayout(tmp_path / "seed"), arms, [("seed-grpo", "grpo-correctness")], "groupwise study --study seed"
+    )
     text = path.read_text()
     assert "## arithmetic" in text and "accuracy (share of samples right)" in text
     assert "| seed-grpo | arith-* | not recorded | SEED |" in text and "| grpo-correctness | n/a | n/a | not run yet |" in text
     assert "| seed-grpo vs base | accuracy (share of samples right) | 3 | 0.233 | 0.367 | +0.133" in text
-    assert (tmp_path / "seed.png").stat().st_size > 1000
-    assert len(pd.read_csv(tmp_path / "seed.csv")) == 2
+    assert (tmp_path / "seed" / "plot.png").stat().st_size > 1000
+    assert len(pd.read_csv(tmp_path / "seed" / "table.csv")) == 2
 
 
 AMX = {"cpu": "Xeon", "isa": ["avx512f", "amx_bf16", "amx_tile"], "gpu": None}
@@ -89,7 +92,7 @@ AVX512 = {"cpu": "Xeon", "isa": ["avx512f", "avx512_bf16"], "gpu": None}
 
 @pytest.mark.parametrize(("machines", "warned"), [((AMX, AMX), False), ((AMX, AVX512), True)])
 def test_the_report_names_each_arms_machine_and_warns_when_they_differ(tmp_path, machines, warned):
-    arms_dir = tmp_path / "study-gapo"
+    arms_dir = tmp_path / "gapo" / "arms"
     for arm, machine in zip(("grpo-validity", "gapo"), machines):
         (arms_dir / arm).mkdir(parents=True)
         _tasks({"base": [0.2, 0.4], "tuned": [0.5, 0.6]}).drop(columns="family").to_csv(
@@ -97,7 +100,7 @@ def test_the_report_names_each_arms_machine_and_warns_when_they_differ(tmp_path,
         )
         (arms_dir / arm / "arm.json").write_text(json.dumps({"overrides": {}, "machine": machine}))
     arms = {"grpo-validity": {"description": "GRPO"}, "gapo": {"description": "GAPO"}}
-    text = write_diversity_report("gapo", arms_dir, tmp_path, arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    text = write_diversity_report("gapo", StudyLayout(tmp_path / "gapo"), arms, [("gapo", "grpo-validity")], "cmd").read_text()
     assert "| grpo-validity | all training tasks | CPU, AMX | GRPO |" in text
     assert ("**Arms ran on different machines** (CPU, AMX, CPU, AVX512)" in text) is warned
 

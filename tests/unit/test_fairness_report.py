@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from components.study.fairness_report import fairness_table, family_summary, target_rows, write_fairness_report
+from components.study.layout import StudyLayout
 
 
 def write_arm(arms_dir, name, female, nb, *, seed=None, rho=0.95, kind="train", base=(0.04, 0.04)):
@@ -44,7 +45,7 @@ ARMS = {
 
 @pytest.fixture
 def arms_dir(tmp_path):
-    arms = tmp_path / "study-fairness"
+    arms = tmp_path / "results" / "fairness" / "arms"
     write_arm(arms, "prompt-intervention", 0.03, 0.035, kind="decoding")
     write_arm(arms, "decision-parity-s1", 0.01, 0.016, seed=1)
     write_arm(arms, "decision-parity-s2", 0.02, 0.012, seed=2, rho=0.85)
@@ -91,10 +92,10 @@ def test_targets_say_what_was_met_and_missed(arms_dir):
 
 
 def test_report_files(arms_dir, tmp_path):
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "fairness_notes.md").write_text("- a finding outside the table\n")
-    page = write_fairness_report("fairness", arms_dir, tmp_path / "results", ARMS, "groupwise study --study fairness").read_text()
+    layout = StudyLayout(tmp_path / "results" / "fairness")
+    layout.notes_file.write_text("- a finding outside the table\n")
+    page = write_fairness_report("fairness", layout, ARMS, "groupwise study --study fairness").read_text()
     assert "| decision-parity | gender_female | 2 |" in page and "| never-run | None | not run yet | listed |" in page
     assert "| met |" in page and "- a finding outside the table" in page
-    assert (tmp_path / "results" / "fairness.png").stat().st_size > 1000
-    assert len(pd.read_csv(tmp_path / "results" / "fairness.csv")) == 10
+    assert layout.plot.stat().st_size > 1000
+    assert len(pd.read_csv(layout.table)) == 10

@@ -750,10 +750,10 @@ def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
 
 
 def test_length_growth_refuses_consistency_bought_with_length():
-    """The consistency study's main arm answered in 172 words against the base's 61 (results/study/grpo):
+    """The consistency study's main arm answered in 172 words against the base's 61 (results/consistency/arms/grpo):
     the default gates refuse it for that; the reference `make run` (64 -> 72 words) keeps within 25 %."""
     root = Path(__file__).resolve().parents[2]
-    grpo = json.loads((root / "results/study/grpo/metrics.json").read_text())
+    grpo = json.loads((root / "results/consistency/arms/grpo/metrics.json").read_text())
     _, gate = result(grpo, "length_growth", GateConfig())
     assert not gate.passed and gate.value == pytest.approx(171.593 / 61.377 - 1, abs=1e-3) and "relative growth" in gate.reason
     reference = json.loads((root / "data/reports/metrics.json").read_text())

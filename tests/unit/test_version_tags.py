@@ -95,7 +95,7 @@ def test_tags_of_a_version_registered_before_details_decode_without_them():
 
 
 def test_registration_tags_carry_verdicts_metrics_and_provenance():
-    summary = read_summary(ROOT / "results/study/grpo/metrics.json")
+    summary = read_summary(ROOT / "results/consistency/arms/grpo/metrics.json")
     decision = evaluate_gates(summary, GATE)
     provenance = Provenance("aa", "bb", "cc", "dd")
     record = registration_tags(decision, None, summary, provenance)
@@ -106,7 +106,7 @@ def test_registration_tags_carry_verdicts_metrics_and_provenance():
     assert "metric.consistency.base_mean_words" in tags  # the file's key, not the field's name
     assert not any(key.startswith("metric.schema_version") for key in tags)
     assert {k: v for k, v in tags.items() if k.startswith("metric.")} == metrics_to_tags(
-        json.loads((ROOT / "results/study/grpo/metrics.json").read_text())
+        json.loads((ROOT / "results/consistency/arms/grpo/metrics.json").read_text())
     )
     # what the champion gates read back from a registered champion
     champion = Champion("1", VersionTags.from_tags(tags).metrics_tree())
@@ -213,7 +213,7 @@ def test_the_model_card_shows_every_headline_metric_registration_records():
     registration writes as tags: a registered version's card has no 'n/a' in its headline."""
     from components.tracking.export import CARD_METRICS
 
-    summary = read_summary(ROOT / "results/study/grpo/metrics.json")
+    summary = read_summary(ROOT / "results/consistency/arms/grpo/metrics.json")
     # that arm was evaluated before compliance and the length-controlled gap existed: as an evaluation writes them now
     measured = {"base_compliance": 0.7, "tuned_compliance": 0.3, "base_length_controlled_gap": 0.5, "tuned_length_controlled_gap": 0.45}
     summary = summary.model_copy(update={"consistency": summary.consistency.model_copy(update=measured)})
@@ -227,7 +227,7 @@ def test_the_model_card_shows_every_headline_metric_registration_records():
 
 
 def test_register_run_tags_are_the_version_tags_gate_record():
-    summary = read_summary(ROOT / "results/study/grpo/metrics.json")
+    summary = read_summary(ROOT / "results/consistency/arms/grpo/metrics.json")
     decision = evaluate_gates(summary, GATE)
     tags = decision.run_tags()
     assert registration_tags(decision, None, summary, Provenance()).gate_tags() == {**tags, "gate.champion_at_registration": "none"}

@@ -1,0 +1,50 @@
+"""Where a study's results live, the same for every study (in git):
+
+    results/<study>/report.md        the page (regenerated from the arms)
+    results/<study>/table.csv        every arm's rows, as the page shows them
+    results/<study>/plot.png         the study's figure (learning_curve.png for the consistency study)
+    results/<study>/notes.md         what a person adds: findings outside the table ("- " lines)
+    results/<study>/arms/<arm>/      one finished arm: metrics.json, per-group tables, arm.json, samples
+
+Benchmarks keep theirs in results/benchmarks/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPORT, TABLE, PLOT, NOTES, ARMS = "report.md", "table.csv", "plot.png", "notes.md", "arms"
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """The files of one study's results folder (module docstring)."""
+
+    folder: Path  # results/<study>
+
+    @property
+    def report(self) -> Path:
+        return self.folder / REPORT
+
+    @property
+    def table(self) -> Path:
+        return self.folder / TABLE
+
+    @property
+    def plot(self) -> Path:
+        return self.folder / PLOT
+
+    @property
+    def notes_file(self) -> Path:
+        return self.folder / NOTES
+
+    @property
+    def arms(self) -> Path:
+        return self.folder / ARMS
+
+    def notes(self) -> list[str]:
+        """The "- " lines of notes.md (a person's findings), without the dash; [] without the file."""
+        if not self.notes_file.is_file():
+            return []
+        return [line[2:] for line in self.notes_file.read_text().splitlines() if line.startswith("- ")]
