@@ -38,6 +38,10 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
         assert record["name"] == arm and len(record["fingerprint"]) == 16
         metrics = json.loads((results / "consistency/arms" / arm / "metrics.json").read_text())
         assert metrics["consistency"]["axis"] == "gender" and set(metrics["consistency"]["per_domain"]) == {"investment", "job"}
+        kept = pd.read_csv(results / "consistency/arms" / arm / "samples.csv.gz")  # the samples, for metrics added later
+        per_group = pd.read_csv(results / "consistency/arms" / arm / "per_group_consistency.csv")
+        assert set(kept["model"]) == {"base", "tuned"}
+        assert (kept["task"] == "consistency").sum() == 2 * per_group["n_samples"].sum()  # every base and tuned answer
     greedy = json.loads((results / "consistency/arms/greedy/metrics.json").read_text())
     assert greedy["candidate"] == {"source": "base", "temperature": 0.0, "seed_offset": 0}
     assert greedy["consistency"]["tuned_noise_floor"] == 0.0  # greedy: K identical answers, no spread

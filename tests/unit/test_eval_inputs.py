@@ -232,6 +232,40 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     assert np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"], atol=1e-5)
 
 
+def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_path, monkeypatch):
+    """score_samples on samples.csv as written and read back (an evaluation re-scored without
+    generating again) gives the per-group tables of the evaluation itself."""
+    import numpy as np
+    import pandas as pd
+
+    from components.evaluation.run import score_samples
+
+    monkeypatch.setattr(  # a deterministic stand-in embedding per distinct text (the sentence model is not tested here)
+        "components.embeddings.embed",
+        lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
+        if texts else np.zeros((0, 8), np.float32),
+    )  # fmt: skip
+    params = Params()
+    small = {
+        "engine": "transformers",
+        "dtype": "float32",
+        "samples_per_prompt": 3,
+        "max_new_tokens": 8,
+        "fairness": FairnessConfig(benchmarks=[]),
+    }
+    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(3)]
+    groups.append(group("colors", task="diversity", members=1, valid_answers=["red", "blue"]))
+    frames = evaluate_models(params, groups, tiny_model_dir, checkpoint)
+    frames.samples.to_csv(tmp_path / "samples.csv", index=False)
+    consistency, diversity = score_samples(params, groups, pd.read_csv(tmp_path / "samples.csv"))
+    pd.testing.assert_frame_equal(consistency, frames.consistency)
+    pd.testing.assert_frame_equal(diversity, frames.diversity)
+    assert {"base_compliance", "tuned_sentences", "base_length_controlled_gap"} <= set(consistency.columns)
+    with pytest.raises(EvaluationInputError, match="no tuned samples of group"):
+        score_samples(params, groups, frames.samples[frames.samples["model"] == "base"])
+
+
 def test_transformers_engine_reports_an_unloadable_model(tmp_path):
     from components.generation.engines import EngineStartError
 
