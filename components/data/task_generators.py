@@ -74,6 +74,14 @@ CONSTRAINTS: dict[str, Callable[[int], bool]] = {
     "a perfect square": lambda n: int(n**0.5) ** 2 == n,
 }
 RANGES = [(1, 10), (1, 20), (10, 30), (20, 50), (1, 30)]
+# further ranges and constraints, drawn only after every task of the first set: a count that the first
+# set covers (26 tasks) gives the same tasks as before they existed
+MORE_RANGES = [(lo, lo + w) for lo in (1, 5, 11, 21, 31, 41, 51, 61, 71, 81) for w in (9, 14, 19, 24, 29, 39) if (lo, lo + w) not in RANGES]
+MORE_CONSTRAINTS: dict[str, Callable[[int], bool]] = {
+    **CONSTRAINTS,
+    "a multiple of 5": lambda n: n % 5 == 0,
+    "a multiple of 6": lambda n: n % 6 == 0,
+}
 COUNT_PHRASINGS = [
     "Name a number between {lo} and {hi} that is {constraint}. Answer with just the number.",
     "Give me one whole number from {lo} to {hi} that is {constraint}. Reply with only the number.",
@@ -82,13 +90,15 @@ COUNT_PHRASINGS = [
 
 @register_generator("constrained_counting")
 def constrained_counting(count: int, seed: int) -> list[dict]:
-    """`count` distinct (range, constraint) pairs with at least 2 and at most 12 valid numbers."""
+    """`count` distinct (range, constraint) pairs with at least 2 and at most 12 valid numbers (up to 399)."""
     rng = random.Random(f"constrained_counting:{seed}")
     combos = [(lo, hi, name) for lo, hi in RANGES for name in CONSTRAINTS]
     rng.shuffle(combos)
+    more = [(lo, hi, name) for lo, hi in MORE_RANGES for name in MORE_CONSTRAINTS]
+    rng.shuffle(more)
     tasks = []
-    for lo, hi, name in combos:
-        valid = [str(n) for n in range(lo, hi + 1) if CONSTRAINTS[name](n)]
+    for lo, hi, name in combos + more:
+        valid = [str(n) for n in range(lo, hi + 1) if MORE_CONSTRAINTS[name](n)]
         if not 2 <= len(valid) <= 12:
             continue
         slug = name.replace("a ", "").replace(" ", "_")

@@ -114,3 +114,20 @@ def test_generated_prompts_are_distinct_so_none_lands_in_both_splits():
     for name, count in (("arithmetic", 400), ("list_selection", 80), ("constrained_counting", 24)):
         texts = [p for task in GENERATORS.get(name)(count, 1) for p in task["phrasings"]]
         assert len(texts) == len(set(texts)), name
+
+
+def test_counting_reaches_hundreds_of_tasks_and_keeps_its_first_ones():
+    """Enough distinct counting tasks for a powered study (>= 60 held out at a 0.3 split); a count the
+    first ranges and constraints cover gives the same tasks as before the others were added."""
+    from components.data.task_generators import CONSTRAINTS, MORE_CONSTRAINTS, RANGES, constrained_counting
+
+    first, many = constrained_counting(26, 1), constrained_counting(250, 1)
+    assert many[:26] == first
+    assert all(tuple(map(int, t["domain"].rsplit("-", 2)[1:])) in RANGES for t in first)
+    assert len({t["domain"] for t in many}) == 250
+    for task in many:
+        lo, hi = map(int, task["domain"].rsplit("-", 2)[1:])
+        name = next(n for n in MORE_CONSTRAINTS if task["phrasings"][0].endswith(f"is {n}. Answer with just the number."))
+        assert task["valid_answers"] == [str(n) for n in range(lo, hi + 1) if MORE_CONSTRAINTS[name](n)]
+        assert 2 <= len(task["valid_answers"]) <= 12
+    assert set(CONSTRAINTS) < set(MORE_CONSTRAINTS)
