@@ -13,6 +13,7 @@ from scipy import stats
 from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
+from components.evaluation.statistics import detectable_effect
 from components.study.diversity_report import diversity_table, family, write_diversity_report
 from components.study.layout import StudyLayout
 from components.study.machine import ISA_FLAGS, machine_label, machine_record
@@ -56,6 +57,10 @@ def test_the_table_pairs_each_arm_with_the_base_and_arms_head_to_head_by_task():
     assert row["diff"] == pytest.approx(0.5)
     assert row["p_value"] == pytest.approx(stats.ttest_rel(base, [1, 1, 1, 0, 1, 1]).pvalue)
     assert row["ci_low"] <= 0.5 <= row["ci_high"]
+    # the paired difference 6 tasks detect at α = 0.01 with 80 % power, from the sd of these differences
+    diffs = np.array([1, 1, 0, 0, 0, 1], dtype=float)
+    assert row["detectable"] == pytest.approx(detectable_effect(float(diffs.std(ddof=1)), 6, 0.01, 0.8))
+    assert row["detectable"] > 0.5  # six tasks cannot resolve this difference at α = 0.01
     h2h = table[(table["comparison"] == "head to head") & (table["metric"] == "all_valid")].iloc[0]
     assert (h2h["arm"], h2h["against"]) == ("gapo", "grpo")
     assert h2h["reference"] == pytest.approx(2 / 6) and h2h["value"] == pytest.approx(5 / 6)  # tuned vs tuned
