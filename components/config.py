@@ -11,7 +11,10 @@ Values are coerced by pydantic, so `dvc exp run -S train.lr=2e-5` (which DVC wri
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -654,6 +657,31 @@ class Params(_Section):
     def section_dict(self, *names: str) -> dict[str, Any]:
         """Plain dict of some sections (for logging as run params)."""
         return self.model_dump(mode="json", include=set(names))
+
+    def fingerprint(self, sections: Iterable[str], **depends_on: Any) -> str:
+        """The one fingerprint of saved work (a training state a run resumes, a finished study arm):
+        the first 16 hex digits of the SHA-256 of `sections` of these params and what else the work
+        depends on (`depends_on`: the groups, the world size, the arm's kind). Two rules: a field at
+        its default is left out (a field added later, whose default keeps the old behaviour, does
+        not invalidate earlier work; changing a default is a decision the defaults' drift test makes
+        visible), and so are the `OPERATIONAL` knobs (how often a run saves or logs, where it runs:
+        they do not change what it computes)."""
+        payload = self.model_dump(mode="json", include=set(sections), exclude_defaults=True)
+        for section, fields in OPERATIONAL.items():
+            for name in fields:
+                payload.get(section, {}).pop(name, None)
+            if payload.get(section) == {}:  # only operational knobs were set: as if none was
+                payload.pop(section)
+        text = json.dumps({"params": payload, **depends_on}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# knobs that say how or where a run executes, not what it computes: no fingerprint counts them
+# (the embedding batch size changes the semantic metrics' embeddings only at float rounding)
+OPERATIONAL: dict[str, tuple[str, ...]] = {
+    "train": ("save_every", "log_rollouts_every", "snapshot_every", "merge_lora_for_rollouts", "device"),
+    "eval": ("embedding_batch_size",),
+}
 
 
 class ParamsError(UserError, ValueError):

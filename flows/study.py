@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -120,14 +119,21 @@ def arm_params(params: Params, study: Study, name: str) -> Params:
     )  # fmt: skip
 
 
+NOT_RESULTS = {
+    "paths",
+    "tracking",
+    "registry",
+    "schedule",
+    "study",
+    "studies",
+    "gate",
+    "profile",
+}  # sections an arm's results do not depend on
+
+
 def arm_fingerprint(params: Params, kind: str) -> str:
-    """What an arm's results depend on: every section but paths, tracking, registry, schedule, study."""
-    # exclude_defaults: a field added later with a default does not invalidate finished arms
-    payload = params.model_dump(
-        mode="json", exclude={"paths", "tracking", "registry", "schedule", "study", "studies", "gate"}, exclude_defaults=True
-    )
-    payload["kind"] = kind
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    """What an arm's results depend on (`Params.fingerprint`): every section but `NOT_RESULTS`, and its kind."""
+    return params.fingerprint(set(Params.model_fields) - NOT_RESULTS - {"root"}, kind=kind)
 
 
 def arm_done(study: Study, name: str, fingerprint: str) -> bool:

@@ -14,8 +14,6 @@ and scores its own whole groups; loss weights and logged statistics are global.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import shutil
 import time
@@ -27,7 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from components.config import Params, ParamsError, RolloutConfig
+from components.config import Params, ParamsError
 from components.contracts.checkpoint import CheckpointLayout
 from components.contracts.errors import UserError
 from components.contracts.groups import PromptGroup
@@ -95,27 +93,13 @@ def group_schedule(groups: list[PromptGroup], per_step: int, steps: int, seed: i
     return [order[i * per_step : (i + 1) * per_step] for i in range(steps)]
 
 
+TRAINING_SECTIONS = ("seed", "model", "lora", "train", "reward")
+
+
 def run_fingerprint(params: Params, groups: list[PromptGroup], world_size: int) -> str:
-    """What a resumable state must match: training-relevant params, the groups, the world size."""
-    payload = {
-        "params": params.model_dump(mode="json", include={"seed", "model", "lora", "train", "reward"}),
-        "groups": [g.group_id for g in groups],
-        "world_size": world_size,
-    }
-    payload["params"]["train"].pop("save_every", None)
-    payload["params"]["train"].pop("log_rollouts_every", None)
-    payload["params"]["train"].pop("snapshot_every", None)
-    payload["params"]["train"].pop("merge_lora_for_rollouts", None)  # how rollouts are decoded, not what is trained
-    payload["params"]["train"].pop("device", None)  # where it runs: a state resumes on another device
-    if not params.train.gradient_checkpointing:  # states written before the option stay resumable
-        payload["params"]["train"].pop("gradient_checkpointing", None)
-    if params.train.advantage.scaling == "linear":  # likewise for SEED-GRPO's scaling forms
-        payload["params"]["train"]["advantage"].pop("scaling", None)
-    if params.train.rollout == RolloutConfig():  # states written before rollout engines existed stay resumable
-        payload["params"]["train"].pop("rollout", None)
-    if params.train.policy_loss == "ppo_clip":  # likewise states written before policy losses were registered
-        payload["params"]["train"].pop("policy_loss", None)
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    """What a resumable state must match (`Params.fingerprint`): the training sections of the
+    params, the groups, the world size."""
+    return params.fingerprint(TRAINING_SECTIONS, groups=[g.group_id for g in groups], world_size=world_size)
 
 
 def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:

@@ -234,3 +234,30 @@ def test_studies_live_in_their_own_files(tmp_path):
     (tmp_path / "params.yaml").write_text("seed: 1\nstudy: {arms: {}}\n")
     with pytest.raises(ParamsError, match=r"consistency.yaml: the consistency study is also the `study` section"):
         load_params(tmp_path / "params.yaml")
+
+
+def test_one_fingerprint_policy_for_saved_work():
+    """`Params.fingerprint`: what a result depends on changes it; how often a run saves, where it runs
+    and a field set to its own default do not; the training state and the study arm both use it."""
+    from components.config import OPERATIONAL, Params
+    from components.grpo.trainer import TRAINING_SECTIONS, run_fingerprint
+    from flows.study import arm_fingerprint
+
+    base = Params()
+    sections = TRAINING_SECTIONS
+
+    def changed(**train) -> Params:
+        return base.model_copy(update={"train": base.train.model_copy(update=train)})
+
+    assert base.fingerprint(sections) == Params().fingerprint(sections)
+    assert changed(lr=2e-4).fingerprint(sections) != base.fingerprint(sections)
+    assert changed(lr=base.train.lr).fingerprint(sections) == base.fingerprint(sections)  # a default set explicitly
+    for name in OPERATIONAL["train"]:
+        other = {"device": "cuda", "merge_lora_for_rollouts": True}.get(name, 7)
+        assert changed(**{name: other}).fingerprint(sections) == base.fingerprint(sections), name
+    assert base.fingerprint(sections, world_size=2) != base.fingerprint(sections, world_size=1)
+    assert run_fingerprint(base, [], 1) == base.fingerprint(sections, groups=[], world_size=1)
+    # a study arm: the gates, paths and tracking are not what its results depend on
+    gated = base.model_copy(update={"gate": base.gate.model_copy(update={"max_length_growth": 0.5})})
+    assert arm_fingerprint(gated, "train") == arm_fingerprint(base, "train") != arm_fingerprint(base, "decoding")
+    assert arm_fingerprint(changed(lr=2e-4), "train") != arm_fingerprint(base, "train")
