@@ -291,7 +291,12 @@ class TrainConfig(_Section):
     init_adapter: Path | None = Field(
         None,
         description="start from this LoRA adapter's weights (a checkpoint folder, relative to the params file; same lora "
-        "section) instead of a fresh adapter (null: fresh); the KL reference stays the base model",
+        "section) instead of a fresh adapter (null: fresh); the KL reference is `reference`",
+    )
+    reference: Literal["base", "start"] = Field(
+        "base",
+        description="the KL reference: base (the model with the LoRA disabled) | start (the adapter the run starts "
+        "from, train.init_adapter, frozen: change one behaviour of a tuned model and keep the rest of it)",
     )
     log_rollouts_every: int = Field(3, ge=0, description="MLflow table of sampled rollouts every N steps (0: never)")
     advantage: AdvantageConfig = AdvantageConfig()
@@ -304,6 +309,8 @@ class TrainConfig(_Section):
                 f"groups_per_micro_batch ({self.groups_per_micro_batch}) must divide "
                 f"groups_per_step ({self.groups_per_step}): a group is never split across micro-batches"
             )
+        if self.reference == "start" and self.init_adapter is None:
+            raise ValueError("reference: start needs train.init_adapter (the adapter the run starts from is the reference)")
         if self.gradient_checkpointing and self.share_prompts:
             raise ValueError(
                 "gradient_checkpointing needs share_prompts: false (transformers drops the shared prompt's "

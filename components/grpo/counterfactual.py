@@ -24,9 +24,12 @@ from components.config import TrainConfig
 from components.contracts.groups import PromptGroup
 from components.generation.sampling import answer_prompt
 from components.grpo.decisions import decision_logodds, last_position_logits
+from components.grpo.reference import BASE, Reference
 
 
-def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer, cfg: TrainConfig) -> dict[str, float]:
+def clp_update(
+    model, optimizer, scheduler, groups: list[PromptGroup], tokenizer, cfg: TrainConfig, reference: Reference = BASE
+) -> dict[str, float]:
     """One optimizer step of counterfactual logit pairing on `groups` (decision groups only);
     micro-batches of `groups_per_micro_batch` groups accumulate into one step."""
     if any(g.decision is None for g in groups):
@@ -42,7 +45,7 @@ def clp_update(model, optimizer, scheduler, groups: list[PromptGroup], tokenizer
         texts = [answer_prompt(tokenizer, m.text, g.decision.answer_prefix) for g in chunk for m in g.members]
         logits, enc = last_position_logits(model, tokenizer, texts)
         log_probs = torch.log_softmax(logits, dim=-1)
-        with torch.no_grad(), model.disable_adapter():
+        with torch.no_grad(), reference.policy(model):
             ref = torch.log_softmax(last_position_logits(model, tokenizer, texts)[0], dim=-1)
         pairing, start = [], 0
         for g in chunk:

@@ -37,6 +37,7 @@ from components.grpo.checkpoint import latest_train_state, load_train_state, sav
 from components.grpo.counterfactual import clp_update
 from components.grpo.decisions import decision_spreads
 from components.grpo.distributed import DistContext, init_from_env
+from components.grpo.reference import Reference
 from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
@@ -244,8 +245,10 @@ def train(
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = attach_lora(base, params.lora)
+    start_weights = None
     if cfg.init_adapter is not None:  # e.g. a study arm that starts from another arm's adapter
-        initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
+        start_weights = initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
+    reference = Reference.of(cfg.reference, start_weights)  # π_ref of the KL term
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model
@@ -300,7 +303,7 @@ def train(
             )
             if cfg.objective == "counterfactual_logit_pairing":  # no rollouts: a loss on the decisions themselves
                 batch, t_gen, synced = None, 0.0, {}
-                update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg)
+                update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg, reference)
                 metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
             else:
                 synced = engine.sync(model, step)
@@ -309,7 +312,9 @@ def train(
                 t_gen = time.perf_counter() - t0
                 model.train()
                 advantages, metrics, rewards = score_batch(batch, params, ctx)
-                update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx)
+                update = policy_update(
+                    model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx, reference
+                )
             elapsed = time.perf_counter() - t0
             samples += int(metrics["samples"])
             metrics.update(update)

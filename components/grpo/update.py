@@ -39,6 +39,7 @@ from components.grpo.logprobs import (
 )
 from components.grpo.losses import clipped_token_loss, get_loss_type
 from components.grpo.mismatch import importance_weights, pack_engine_logprobs
+from components.grpo.reference import BASE, Reference
 
 
 class TrainingError(UserError, FloatingPointError):
@@ -135,12 +136,12 @@ def _token_logprobs(model, mb: MicroBatch, cfg: TrainConfig, with_entropy: bool 
         return forward(model, mb.packed, cfg.temperature, with_entropy=with_entropy)
 
 
-def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainConfig) -> None:
+def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainConfig, reference: Reference = BASE) -> None:
     """Reference log-probs (beta > 0) and, for mu > 1, the behaviour policy's log-probs, once per batch."""
     with torch.no_grad():
         for mb in micro_batches:
             if cfg.beta > 0:
-                with model.disable_adapter():
+                with reference.policy(model):
                     mb.ref_logp = _token_logprobs(model, mb, cfg).logp
             if cfg.num_iterations > 1:
                 mb.old_logp = _token_logprobs(model, mb, cfg).logp
@@ -156,10 +157,11 @@ def policy_update(
     cfg: TrainConfig,
     pad_id: int,
     ctx: DistContext,
+    reference: Reference = BASE,
 ) -> dict[str, float]:
     """mu optimizer steps on one batch; returns metrics summed over ranks, averaged over iterations.
 
-    `model` is the peft model (reference via disable_adapter), `trainer_model` the module that
+    `model` is the peft model (π_ref through `reference`), `trainer_model` the module that
     takes gradients (the DDP wrapper when distributed, else `model` itself).
     """
     device = next(model.parameters()).device
@@ -167,7 +169,7 @@ def policy_update(
     weights = global_token_weights(batch, micro_batches, cfg, ctx).to(device)
     micro_batches = [mb.to(device) for mb in micro_batches]
     advantages = advantages.to(device)
-    prepare_fixed_logprobs(model, micro_batches, cfg)
+    prepare_fixed_logprobs(model, micro_batches, cfg, reference)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # [loss, kl*mask, tokens, clip_low, clip_high, entropy*mask]
     totals = torch.zeros(6, dtype=torch.float64)

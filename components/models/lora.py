@@ -45,9 +45,10 @@ class InitAdapterError(UserError, ValueError):
     """`train.init_adapter` is not an adapter this model and lora section can start from."""
 
 
-def initialise_adapter(model, checkpoint: Path) -> None:
+def initialise_adapter(model, checkpoint: Path) -> Path:
     """Copy a saved adapter's LoRA weights (a checkpoint folder with adapter/, or the adapter
-    folder itself) into `model`'s fresh adapter (`attach_lora`): training continues from it."""
+    folder itself) into `model`'s fresh adapter (`attach_lora`): training continues from it.
+    Returns the weights file read."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -67,6 +68,7 @@ def initialise_adapter(model, checkpoint: Path) -> None:
         raise InitAdapterError(
             f"train.init_adapter: {weights} does not match the lora section (missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]})"
         )
+    return weights
 
 
 def load_adapter(model, adapter_dir: Path):

@@ -88,3 +88,35 @@ def test_counterfactual_logit_pairing_pulls_the_variants_log_odds_together(tiny_
     assert result.history[0]["kl"] == 0.0 and result.history[-1]["kl"] > 0.0  # starts at the reference
     with pytest.raises(ValueError, match="decision group"):
         train(params, consistency_groups(2), tiny_model_dir, tmp_path / "text", show_progress=False)
+
+
+def test_the_kl_reference_can_be_the_adapter_a_run_starts_from(tiny_model_dir, tmp_path):
+    from peft import get_peft_model_state_dict
+
+    from components.grpo.reference import Reference
+    from components.models.lora import attach_lora
+
+    first = tiny_params(steps=1, groups_per_step=2, lr=1e-2)
+    train(first, consistency_groups(2), tiny_model_dir, tmp_path / "start", show_progress=False)
+    start = tmp_path / "start"
+
+    def second(reference):  # continues from the start adapter, KL to `reference`
+        cfg = first.train.model_copy(update={"init_adapter": start, "reference": reference, "beta": 0.1, "steps": 1})
+        return train(
+            first.model_copy(update={"train": cfg}), consistency_groups(2), tiny_model_dir, tmp_path / reference, show_progress=False
+        )
+
+    assert second("start").history[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # π_θ = π_ref before the first update
+    assert second("base").history[0]["kl"] > 1e-4  # the start adapter is not the base model
+    with pytest.raises(ValueError, match="reference: start needs train.init_adapter"):
+        type(first.train).model_validate(first.train.model_dump() | {"reference": "start"})
+
+    model = attach_lora(load_base_model(tiny_model_dir, "float32")[0], first.lora)
+    weights = start / ADAPTER_DIR / "adapter_model.safetensors"
+    trained = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}  # a fresh LoRA: B = 0
+    reference = Reference.of("start", weights)
+    with torch.no_grad(), reference.policy(model):
+        inside = get_peft_model_state_dict(model)
+        assert all(torch.equal(inside[k], v) for k, v in load_file(weights).items())
+    after = get_peft_model_state_dict(model)
+    assert all(torch.equal(after[k], trained[k]) for k in trained)  # the trained weights are back
