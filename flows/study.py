@@ -213,6 +213,23 @@ def train_arm(params: Params, study: Study, name: str, parent: str, resume: bool
         raise RuntimeError(f"[{study.folder}/{name}] torchrun training exited with {done.returncode}")
 
 
+def restore_start_adapter(params: Params, study: Study, name: str, parent: str) -> None:
+    """Before training an arm that starts from another arm's adapter (`start_from`): if that arm is
+    finished but its adapter is not here (a fresh clone: results are committed, adapters are not),
+    train it again from its params (seeded: the same run; its results stand). A start arm that is
+    not finished is left to the arm order, which runs it first."""
+    start = study.config.arms[name].start_from
+    if start is None:
+        return
+    start_params = arm_params(params, study, start)
+    if _trained(start_params) or not arm_done(study, start, arm_fingerprint(start_params, study.config.arms[start].kind)):
+        return
+    layout = CheckpointLayout(start_params.paths.checkpoints)
+    resume = latest_train_state(layout.resume) is not None
+    print(f"[{study.folder}/{name}] starts from {start}, whose adapter is not here: training {start} again (its results stand)")
+    train_arm(start_params, study, start, parent, resume)
+
+
 @task(name="study-arm", cache_policy=NO_CACHE)
 def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     """Train (train arms) and evaluate one arm; its results go to results/<study>/arms/<name>/ at once, then
@@ -342,6 +359,8 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
                     f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped"
                 )
                 continue
+            if config.arms[arm_name].kind == "train" and not _trained(arm):
+                restore_start_adapter(params, chosen_study, arm_name, parent)
             run_arm(arm, chosen_study, arm_name, parent)
             write_study_report(chosen_study)
         path = write_study_report(chosen_study)

@@ -5,9 +5,11 @@ decisions of every arm, the report, and no registration."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
+import torch
 from mlflow import MlflowClient
 
 from components.config import load_params
@@ -26,7 +28,7 @@ STUDY = {
         # (which almost never samples "yes" or "no", whose decision rewards are then 0) moves too
         "parity": {"description": "pairing", "seeds": [1, 2], "overrides": {"train": {"objective": "counterfactual_logit_pairing"}}},
         "continued": {"description": "decision parity from pairing's adapter", "seeds": [1, 2], "start_from": "parity",
-                      "overrides": {"reward": DECISIONS, "train": {"beta": 0.0}}},
+                      "overrides": {"reward": DECISIONS, "train": {"beta": 0.1, "reference": "start"}}},
     },
 }  # fmt: skip
 
@@ -69,3 +71,16 @@ def test_fairness_study_trains_on_train_questions_and_judges_held_out_ones(tmp_p
     assert (project / "results/fairness/plot.png").stat().st_size > 1000
     client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
     assert client.search_registered_models() == []  # arms never touch the registry
+
+    # a fresh clone has the results but no adapters: an arm that starts from a finished arm trains it again first
+    from safetensors.torch import load_file
+
+    weights = project / "data/study-fairness/parity-s1/checkpoints/latest/adapter/adapter_model.safetensors"
+    before, stamp = load_file(weights), (arms / "parity-s1/arm.json").stat().st_mtime_ns
+    shutil.rmtree(project / "data/study-fairness")
+    (arms / "continued-s1/arm.json").unlink()  # the dependent arm is not finished
+    study(str(project / "params.yaml"), ["continued-s1"], "fairness")
+    assert (arms / "parity-s1/arm.json").stat().st_mtime_ns == stamp  # its results stand
+    again = load_file(weights)
+    assert all(torch.allclose(before[k], again[k], atol=1e-6) for k in before)  # seeded: the same adapter
+    assert (arms / "continued-s1/arm.json").is_file() and not (project / "data/study-fairness/parity-s2").exists()
