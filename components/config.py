@@ -674,6 +674,18 @@ class Params(_Section):
         visible), and so are the `OPERATIONAL` knobs (how often a run saves or logs, where it runs:
         they do not change what it computes)."""
         payload = self.model_dump(mode="json", include=set(sections), exclude_defaults=True)
+        full = self.model_dump(mode="json", include=set(sections))
+        for path, former in FORMER_DEFAULTS.items():  # a changed default: left out at its former value, not its new one
+            if path[0] not in full:
+                continue
+            value, inner = _dig(full, path), payload.setdefault(path[0], {})
+            for key in path[1:-1]:
+                inner = inner.setdefault(key, {})
+            if value == former:
+                inner.pop(path[-1], None)
+            else:
+                inner[path[-1]] = value
+            _prune(payload, path[:-1])
         for section, fields in OPERATIONAL.items():
             for name in fields:
                 payload.get(section, {}).pop(name, None)
@@ -681,6 +693,27 @@ class Params(_Section):
                 payload.pop(section)
         text = json.dumps({"params": payload, **depends_on}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# defaults that changed, with their former values: saved work left such a field out at its former
+# default, so the fingerprint keeps leaving it out at that value and counts the new default
+FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
+    ("train", "rollout", "engine"): "transformers",
+}
+
+
+def _dig(tree: dict, path: tuple[str, ...]) -> Any:
+    for key in path:
+        tree = tree.get(key, {}) if isinstance(tree, dict) else {}
+    return tree
+
+
+def _prune(tree: dict, path: tuple[str, ...]) -> None:
+    """Drop the dicts along `path` that a pop left empty, innermost first."""
+    for depth in range(len(path), 0, -1):
+        parent = _dig(tree, path[: depth - 1]) if depth > 1 else tree
+        if parent.get(path[depth - 1]) == {}:
+            parent.pop(path[depth - 1])
 
 
 # knobs that say how or where a run executes, not what it computes: no fingerprint counts them

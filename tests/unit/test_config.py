@@ -261,3 +261,19 @@ def test_one_fingerprint_policy_for_saved_work():
     gated = base.model_copy(update={"gate": base.gate.model_copy(update={"max_length_growth": 0.5})})
     assert arm_fingerprint(gated, "train") == arm_fingerprint(base, "train") != arm_fingerprint(base, "decoding")
     assert arm_fingerprint(changed(lr=2e-4), "train") != arm_fingerprint(base, "train")
+
+
+def test_a_changed_default_keeps_the_fingerprint_of_work_saved_under_the_former_one(monkeypatch):
+    """FORMER_DEFAULTS: train.steps defaulted to 7 once and 4 now (a pretend change). Work saved then
+    at 7 hashed without the field; it must still match, and a run at the new default must not."""
+    import components.config as config
+    from components.config import Params
+
+    saved_then = Params().fingerprint({"train"})  # the field left out, as it was at its default
+    monkeypatch.setattr(config, "FORMER_DEFAULTS", {("train", "steps"): 7, ("train", "rollout", "engine"): "transformers"})
+    at_former = Params.model_validate({"train": {"steps": 7}})
+    assert at_former.fingerprint({"train"}) == saved_then
+    assert Params().fingerprint({"train"}) != saved_then  # the new default is counted
+    assert Params().fingerprint({"eval"}) == Params().fingerprint({"eval"})  # sections without the field are untouched
+    vllm = Params.model_validate({"train": {"rollout": {"engine": "vllm"}}})
+    assert vllm.fingerprint({"train"}) != at_former.fingerprint({"train"})
