@@ -341,6 +341,12 @@ class RewardConfig(_Section):
     decision_scale: float = Field(
         0.1, gt=0, description="tau of decision_parity: logits of distance from the group mean worth a reward of 1"
     )
+    decision_target: Literal["group_mean", "reference_mean"] = Field(
+        "group_mean",
+        description="what decision_parity pulls a variant's log-odds towards: group_mean (the group's own mean, "
+        "which may drift anywhere) | reference_mean (the KL reference's mean over the group's variants: parity at "
+        "the reference's level, train.reference)",
+    )
     planted_bias: PlantedBiasConfig | None = Field(None, description="the planted_bias control reward's plant (null: not used)")
     plugins: list[str] = Field(
         default_factory=list,

@@ -32,6 +32,8 @@ class Rollout:
     # decision groups: the policy's log p(yes words) - log p(no words) after the answer prefix at
     # rollout time (one per variant, the same for its K samples); None for free-text answers
     decision_logodds: float | None = None
+    # the same log-odds under the KL reference (train.reference), when a reward anchors to it
+    reference_logodds: float | None = None
 
     @classmethod
     def of(cls, group_index: int, group: PromptGroup, member: Member, **sample) -> "Rollout":

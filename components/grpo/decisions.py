@@ -21,6 +21,7 @@ import torch
 from components.contracts.groups import DecisionSpec, PromptGroup
 from components.contracts.rollouts import Rollout
 from components.generation.sampling import SamplingConfig, answer_prompt, sample_next, single_token_ids
+from components.grpo.reference import Reference
 
 
 def last_position_logits(model, tokenizer, texts: list[str]) -> tuple[torch.Tensor, dict]:
@@ -38,8 +39,11 @@ def decision_logodds(log_probs: torch.Tensor, tokenizer, spec: DecisionSpec) -> 
 
 
 @torch.no_grad()
-def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], sampling: SamplingConfig, batch_size: int) -> list[Rollout]:
-    """K one-token samples of every variant of every (batch index, decision group), with ℓ_v."""
+def decision_rollouts(
+    model, tokenizer, groups: list[tuple[int, PromptGroup]], sampling: SamplingConfig, batch_size: int, reference: Reference | None = None
+) -> list[Rollout]:
+    """K one-token samples of every variant of every (batch index, decision group), with ℓ_v (and,
+    given `reference`, ℓ_v under π_ref: `Rollout.reference_logodds`)."""
     owners = [(g, group, member) for g, group in groups for member in group.members]
     texts = [answer_prompt(tokenizer, m.text, group.decision.answer_prefix) for _, group, m in owners]
     tokenizer.padding_side = "left"
@@ -50,11 +54,16 @@ def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], s
         for start in range(0, len(texts), max(1, batch_size)):
             logits, enc = last_position_logits(model, tokenizer, texts[start : start + batch_size])
             log_probs = torch.log_softmax(logits, dim=-1)
+            ref_log_probs = None
+            if reference is not None:
+                with reference.policy(model):
+                    ref_log_probs = torch.log_softmax(last_position_logits(model, tokenizer, texts[start : start + batch_size])[0], dim=-1)
             generator = torch.Generator(device=logits.device).manual_seed(sampling.seed + start)
             chosen, _ = sample_next(logits.repeat_interleave(sampling.n, dim=0), sampling.temperature, sampling.top_p, generator)
             chosen = chosen.view(-1, sampling.n).tolist()
             for row, (g, group, member) in enumerate(owners[start : start + batch_size]):
                 logodds = float(decision_logodds(log_probs[row], tokenizer, group.decision))
+                ref = None if ref_log_probs is None else float(decision_logodds(ref_log_probs[row], tokenizer, group.decision))
                 ids = tuple(t for t, m in zip(enc["input_ids"][row].tolist(), enc["attention_mask"][row].tolist()) if m)
                 rollouts += [
                     Rollout.of(
@@ -66,6 +75,7 @@ def decision_rollouts(model, tokenizer, groups: list[tuple[int, PromptGroup]], s
                         completion_ids=(token,),
                         truncated=False,
                         decision_logodds=logodds,
+                        reference_logodds=ref,
                     )  # fmt: skip
                     for token in chosen[row]
                 ]

@@ -13,16 +13,23 @@ from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch, Rollout
 from components.generation.sampling import SamplingConfig
 from components.grpo.decisions import decision_rollouts
+from components.grpo.reference import Reference
 from components.grpo.rollout_engines import RolloutEngine
 from components.grpo.semantic import get_clusterer, normalized_semantic_entropy
 
 
 def collect_rollouts(
-    engine: RolloutEngine, groups: list[PromptGroup], sampling: SamplingConfig, policy: tuple | None = None, batch_size: int = 48
+    engine: RolloutEngine,
+    groups: list[PromptGroup],
+    sampling: SamplingConfig,
+    policy: tuple | None = None,
+    batch_size: int = 48,
+    reference: Reference | None = None,
 ) -> GroupBatch:
     """K samples of every variant of every group, in one batched generation (the engine's log-probs
     kept when it records them: they are the behaviour policy of importance sampling). Decision
-    groups are sampled from `policy` = (model, tokenizer), the live policy (`components.grpo.decisions`)."""
+    groups are sampled from `policy` = (model, tokenizer), the live policy (`components.grpo.decisions`),
+    with their log-odds under `reference` too when given."""
     prompts, owners, decided = [], [], []
     for g, group in enumerate(groups):
         if group.decision is not None:
@@ -34,7 +41,7 @@ def collect_rollouts(
     if decided and policy is None:
         raise ValueError("decision groups need the live policy (model, tokenizer) to be sampled")
     completions = engine.generate(prompts, sampling) if prompts else []
-    rollouts = decision_rollouts(*policy, decided, sampling, batch_size) if decided else []
+    rollouts = decision_rollouts(*policy, decided, sampling, batch_size, reference) if decided else []
     rollouts += [
         Rollout.of(
             g,

@@ -249,6 +249,7 @@ def train(
     if cfg.init_adapter is not None:  # e.g. a study arm that starts from another arm's adapter
         start_weights = initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
     reference = Reference.of(cfg.reference, start_weights)  # π_ref of the KL term
+    anchored = params.reward.decision_target == "reference_mean"  # decision rewards read ℓ under π_ref
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model
@@ -307,7 +308,8 @@ def train(
                 metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
             else:
                 synced = engine.sync(model, step)
-                batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size)
+                batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size,
+                                         reference if anchored else None)  # fmt: skip
                 engine.release()
                 t_gen = time.perf_counter() - t0
                 model.train()

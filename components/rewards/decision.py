@@ -10,6 +10,13 @@ variant cannot see; ℓ_v sees it exactly. For sample o of variant v in a group 
     s(o)   = +1 if o is a yes word, −1 if a no word, 0 otherwise
     r(o)   = −s(o) · (ℓ_v − ℓ̄) / τ                       (τ = reward.decision_scale, logits)
 
+or, with `reward.decision_target: reference_mean`, ℓ̄ replaced by ℓ̄_ref, the mean over the group's
+variants of their log-odds under the KL reference (`train.reference`): every variant is pulled to
+the level the reference gives the question as a whole. The group's own mean can drift: with K
+sampled answers a variant whose K samples all agree earns nothing, so a policy that saturates every
+decision (all yes) stops being corrected, and that is where the fairness study's first removals went
+(train questions, results/fairness/notes.md). A fixed target has no such way out.
+
 centred over the K samples of the variant (r(o) − mean_k r(o_{v,k})): a per-prompt baseline, as in
 GRPO's own groups of one prompt, which leaves the expected gradient as it is and removes the noise
 of the variant's yes/no split (every sample of a variant then pushes ℓ_v towards ℓ̄, or not at all).
@@ -58,9 +65,16 @@ def _require_decision(rollouts: list[Rollout], group: PromptGroup, name: str) ->
 
 @register_reward("decision_parity", kind="group", applies=is_decision)
 def decision_parity(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
-    """r(o) = −s(o) · (ℓ_v − ℓ̄) / τ over the group's variants."""
+    """r(o) = −s(o) · (ℓ_v − ℓ̄) / τ over the group's variants (ℓ̄ the reference's with `decision_target: reference_mean`)."""
     _require_decision(rollouts, group, "decision_parity")
-    by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
+    if cfg.decision_target == "reference_mean":
+        if any(r.reference_logodds is None for r in rollouts):
+            raise RewardInputError(
+                f"group {group.group_id}: decision_target reference_mean needs the reference's log-odds on every rollout"
+            )
+        by_variant = {r.variant_id: r.reference_logodds for r in rollouts}
+    else:
+        by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
     mean = sum(by_variant.values()) / len(by_variant)
     raw = [-answer_sign(r, group) * (r.decision_logodds - mean) / cfg.decision_scale for r in rollouts]
     return centred_per_variant(rollouts, raw)

@@ -28,7 +28,7 @@ STUDY = {
         # (which almost never samples "yes" or "no", whose decision rewards are then 0) moves too
         "parity": {"description": "pairing", "seeds": [1, 2], "overrides": {"train": {"objective": "counterfactual_logit_pairing"}}},
         "continued": {"description": "decision parity from pairing's adapter", "seeds": [1, 2], "start_from": "parity",
-                      "overrides": {"reward": DECISIONS, "train": {"beta": 0.1, "reference": "start"}}},
+                      "overrides": {"reward": {**DECISIONS, "decision_target": "reference_mean"}, "train": {"beta": 0.1, "reference": "start"}}},
     },
 }  # fmt: skip
 

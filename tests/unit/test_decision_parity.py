@@ -110,6 +110,29 @@ def test_decision_parity_expected_gradient_moves_the_log_odds_towards_the_mean()
         assert r_yes * grad_yes * (r_no * grad_no) > 0  # each answer alone pushes the same way
 
 
+def test_anchored_to_the_reference_a_question_that_drifts_as_a_whole_is_pulled_back():
+    """decision_target reference_mean: both variants agree at +4 (drifted to yes) while the
+    reference put the question at mean 0.1; the group's own mean sees nothing, the anchor does."""
+
+    def drifted(variant, answer):
+        return Rollout(0, "d0", variant, "p", answer, (1, 2), (3,), False, decision_logodds=4.0,
+                       reference_logodds=0.3 if variant == "female" else -0.1)  # fmt: skip
+
+    rollouts = [drifted("female", "yes"), drifted("female", "no"), drifted("male", "yes"), drifted("male", "no")]
+    assert rewards_of(rollouts, weights={"decision_parity": 1.0}) == [0.0, 0.0, 0.0, 0.0]  # agreement: no signal
+    anchored = rewards_of(rollouts, weights={"decision_parity": 1.0}, decision_target="reference_mean", decision_scale=1.0)
+    # raw -s(o)(4 - 0.1): yes -3.9, no +3.9 in each variant, centred per variant (mean 0): "no" is paid
+    assert anchored == pytest.approx([-3.9, 3.9, -3.9, 3.9])
+    # with no drift the anchor is the reference's mean, not the group's: female above it, male below
+    level = [decided("female", "yes", 0.3), decided("female", "no", 0.3), decided("male", "yes", -0.1), decided("male", "no", -0.1)]
+    level = [r.__class__(**{**r.__dict__, "reference_logodds": r.decision_logodds}) for r in level]
+    assert rewards_of(level, weights={"decision_parity": 1.0}, decision_target="reference_mean") == pytest.approx(
+        rewards_of(level, weights={"decision_parity": 1.0})
+    )  # the policy still at the reference: the two targets agree
+    with pytest.raises(RewardInputError, match="reference's log-odds"):
+        rewards_of([decided("female", "yes", 0.3)], weights={"decision_parity": 1.0}, decision_target="reference_mean")
+
+
 def test_planted_bias_pays_yes_to_the_favoured_and_no_to_the_disfavoured():
     rollouts = [decided("female", "yes", 0.0), decided("female", "no", 0.0), decided("male", "yes", 0.0), decided("male", "no", 0.0)]
     plant = PlantedBiasConfig(axis="gender", favoured="male", disfavoured="female")

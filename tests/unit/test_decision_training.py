@@ -120,3 +120,23 @@ def test_the_kl_reference_can_be_the_adapter_a_run_starts_from(tiny_model_dir, t
         assert all(torch.equal(inside[k], v) for k, v in load_file(weights).items())
     after = get_peft_model_state_dict(model)
     assert all(torch.equal(after[k], trained[k]) for k in trained)  # the trained weights are back
+
+
+def test_decision_rollouts_can_carry_the_references_log_odds(tiny_model_dir, tmp_path):
+    from components.grpo.reference import BASE
+    from components.models.lora import attach_lora
+
+    params = tiny_params()
+    base, tokenizer = load_base_model(tiny_model_dir, "float32")
+    groups = [(0, decision_group(0))]
+    sampling = SamplingConfig(n=2, max_new_tokens=1, temperature=1.0, top_p=1.0, seed=3)
+    plain = decision_rollouts(base, tokenizer, groups, sampling, batch_size=3)
+    model = attach_lora(base, params.lora)
+    torch.manual_seed(0)
+    for name, weight in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(weight, std=0.5)  # an adapter that changes the decisions
+    tuned = decision_rollouts(model, tokenizer, groups, sampling, batch_size=3, reference=BASE)
+    assert all(t.reference_logodds == pytest.approx(p.decision_logodds, abs=1e-4) for t, p in zip(tuned, plain))  # π_ref = base
+    assert any(abs(t.decision_logodds - p.decision_logodds) > 1e-3 for t, p in zip(tuned, plain))
+    assert all(r.reference_logodds is None for r in decision_rollouts(model, tokenizer, groups, sampling, batch_size=3))
