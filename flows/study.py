@@ -55,6 +55,7 @@ from components.study.report import (
     untrained,
 )
 from components.tracking import runs
+from components.validation.suite import groups_sha256
 from flows import steps
 
 RESULTS = "results"
@@ -136,9 +137,16 @@ def arm_fingerprint(params: Params, kind: str) -> str:
     return params.fingerprint(set(Params.model_fields) - NOT_RESULTS - {"root"}, kind=kind)
 
 
-def arm_done(study: Study, name: str, fingerprint: str) -> bool:
+def arm_done(study: Study, name: str, fingerprint: str, groups: str | None = None) -> bool:
+    """The arm's results are for these params (`fingerprint`) and, when given, these groups files
+    (`groups`, `groups_sha256` of the arm's paths.groups: a changed template or generator count
+    builds other groups under the same params). A record from before groups were recorded is
+    judged by its params alone."""
     path = study.arm_dir(name) / ARM_FILE
-    return path.is_file() and json.loads(path.read_text()).get("fingerprint") == fingerprint
+    if not path.is_file():
+        return False
+    record = json.loads(path.read_text())
+    return record.get("fingerprint") == fingerprint and (groups is None or record.get("groups_sha256", groups) == groups)
 
 
 def _trained(params: Params) -> bool:
@@ -222,7 +230,10 @@ def restore_start_adapter(params: Params, study: Study, name: str, parent: str) 
     if start is None:
         return
     start_params = arm_params(params, study, start)
-    if _trained(start_params) or not arm_done(study, start, arm_fingerprint(start_params, study.config.arms[start].kind)):
+    start_kind = study.config.arms[start].kind
+    if _trained(start_params) or not arm_done(
+        study, start, arm_fingerprint(start_params, start_kind), groups_sha256(start_params.paths.groups)
+    ):
         return
     layout = CheckpointLayout(start_params.paths.checkpoints)
     resume = latest_train_state(layout.resume) is not None
@@ -239,10 +250,10 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     out = study.arm_dir(name)
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
-              "fingerprint": arm_fingerprint(params, arm.kind), "mlflow_run_id": arm_run,
+              "fingerprint": arm_fingerprint(params, arm.kind), "groups_sha256": groups_sha256(params.paths.groups), "mlflow_run_id": arm_run,
               "machine": machine_record(), "family": arm.family, "start_from": arm.start_from}  # fmt: skip
     try:
-        if not arm_done(study, name, record["fingerprint"]):
+        if not arm_done(study, name, record["fingerprint"], record["groups_sha256"]):
             if arm.kind == "train":
                 started = time.perf_counter()
                 if not _trained(params):
@@ -352,9 +363,9 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
             print(f"[study] {step(params, parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)
-            if arm_done(chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind)) and not curve_pending(
-                arm, chosen_study, arm_name
-            ):
+            if arm_done(
+                chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind), groups_sha256(arm.paths.groups)
+            ) and not curve_pending(arm, chosen_study, arm_name):
                 print(
                     f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped"
                 )

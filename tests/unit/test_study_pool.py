@@ -136,3 +136,21 @@ def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
     _, chosen = load_study(project / "params.yaml", "mini")
     assert waiting_arms(chosen, ["a-s1", "a-s2", "b-s1", "b-s2", "c"]) == {"b-s1": "a-s1", "b-s2": "a-s2", "c": "a-s1"}
     assert waiting_arms(chosen, ["b-s1", "b-s2", "c"]) == {}  # a-s1 and a-s2 have finished
+
+
+def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
+    """A changed generator count or template builds other groups under the same params: the arm runs
+    again. A record from before groups were recorded is judged by its params alone."""
+    from flows.study import arm_done, load_study
+
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": {"a": {}}}}})
+    _, chosen = load_study(project / "params.yaml", "mini")
+    chosen.arm_dir("a").mkdir(parents=True)
+    record = chosen.arm_dir("a") / "arm.json"
+    record.write_text(json.dumps({"fingerprint": "f" * 16, "groups_sha256": "g1"}))
+    assert arm_done(chosen, "a", "f" * 16, "g1") and arm_done(chosen, "a", "f" * 16)
+    assert not arm_done(chosen, "a", "f" * 16, "g2")  # other groups
+    assert not arm_done(chosen, "a", "e" * 16, "g1")  # other params
+    record.write_text(json.dumps({"fingerprint": "f" * 16}))  # recorded before groups were
+    assert arm_done(chosen, "a", "f" * 16, "g2")
+    assert not arm_done(chosen, "b", "f" * 16, "g1")  # never run
