@@ -222,9 +222,10 @@ class RolloutConfig(_Section):
     """Which engine samples the training rollouts."""
 
     engine: str = Field(
-        "transformers",
-        description="a registered rollout engine (components.grpo.rollout_engines): transformers, groupwise's decode "
-        "loop on the live policy | vllm, a colocated vLLM engine",
+        "vllm",
+        description="a registered rollout engine (components.grpo.rollout_engines): vllm, a colocated vLLM engine "
+        "(the default: docs/benchmarks.md) | transformers, groupwise's decode loop on the live policy (no engine to "
+        "start: random test models, decision-only training)",
     )
     vllm: RolloutVllmConfig = RolloutVllmConfig()
     importance_sampling: ImportanceSamplingConfig = ImportanceSamplingConfig()

@@ -44,5 +44,6 @@ def tiny_params(**train) -> Params:
     sized for 512-token answers, would chunk, save and log)."""
     p = Params()
     settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2,
-                "temperature": 1.0, "rows_per_forward": 0, "save_every": 0, "log_rollouts_every": 0, **train}  # fmt: skip
+                "temperature": 1.0, "rows_per_forward": 0, "save_every": 0, "log_rollouts_every": 0,
+                "rollout": p.train.rollout.model_copy(update={"engine": "transformers"}), **train}  # fmt: skip
     return p.model_copy(update={"train": p.train.model_copy(update=settings)})

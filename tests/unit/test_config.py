@@ -169,7 +169,8 @@ def test_generation_must_fit_the_vllm_engines_at_load(tmp_path, raw, expected):
     with pytest.raises(ParamsError, match=re.escape(expected)):
         load_params(write(tmp_path, raw))
     # an engine not in use does not bound it: the model's context does, where the model is loaded
-    assert load_params(write(tmp_path, {"train": {"max_new_tokens": 100_000_000}})).train.max_new_tokens == 100_000_000
+    unbound = {"train": {"max_new_tokens": 100_000_000, "rollout": {"engine": "transformers"}}}
+    assert load_params(write(tmp_path, unbound)).train.max_new_tokens == 100_000_000
 
 
 # sections of params.yaml that are not defaults: its profiles, and the project's own studies
