@@ -137,6 +137,13 @@ def arm_fingerprint(params: Params, kind: str) -> str:
     return params.fingerprint(set(Params.model_fields) - NOT_RESULTS - {"root"}, kind=kind)
 
 
+def built_groups_sha256(params: Params) -> str | None:
+    """`groups_sha256` of the arm's groups files, or None where none is built here (a submitter
+    that leaves building to its workers judges their arms by params alone)."""
+    folder = Path(params.paths.groups)
+    return groups_sha256(folder) if folder.is_dir() and any(folder.glob("*.jsonl")) else None
+
+
 def arm_done(study: Study, name: str, fingerprint: str, groups: str | None = None) -> bool:
     """The arm's results are for these params (`fingerprint`) and, when given, these groups files
     (`groups`, `groups_sha256` of the arm's paths.groups: a changed template or generator count
@@ -146,7 +153,8 @@ def arm_done(study: Study, name: str, fingerprint: str, groups: str | None = Non
     if not path.is_file():
         return False
     record = json.loads(path.read_text())
-    return record.get("fingerprint") == fingerprint and (groups is None or record.get("groups_sha256", groups) == groups)
+    recorded = record.get("groups_sha256")
+    return record.get("fingerprint") == fingerprint and (groups is None or recorded is None or recorded == groups)
 
 
 def _trained(params: Params) -> bool:
@@ -231,9 +239,7 @@ def restore_start_adapter(params: Params, study: Study, name: str, parent: str) 
         return
     start_params = arm_params(params, study, start)
     start_kind = study.config.arms[start].kind
-    if _trained(start_params) or not arm_done(
-        study, start, arm_fingerprint(start_params, start_kind), groups_sha256(start_params.paths.groups)
-    ):
+    if _trained(start_params) or not arm_done(study, start, arm_fingerprint(start_params, start_kind), built_groups_sha256(start_params)):
         return
     layout = CheckpointLayout(start_params.paths.checkpoints)
     resume = latest_train_state(layout.resume) is not None
@@ -250,7 +256,7 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     out = study.arm_dir(name)
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
-              "fingerprint": arm_fingerprint(params, arm.kind), "groups_sha256": groups_sha256(params.paths.groups), "mlflow_run_id": arm_run,
+              "fingerprint": arm_fingerprint(params, arm.kind), "groups_sha256": built_groups_sha256(params), "mlflow_run_id": arm_run,
               "machine": machine_record(), "family": arm.family, "start_from": arm.start_from}  # fmt: skip
     try:
         if not arm_done(study, name, record["fingerprint"], record["groups_sha256"]):
@@ -364,7 +370,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)
             if arm_done(
-                chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind), groups_sha256(arm.paths.groups)
+                chosen_study, arm_name, arm_fingerprint(arm, config.arms[arm_name].kind), built_groups_sha256(arm)
             ) and not curve_pending(arm, chosen_study, arm_name):
                 print(
                     f"[{chosen_study.folder}/{arm_name}] done earlier ({chosen_study.arm_dir(arm_name) / ARM_FILE} matches its params): skipped"

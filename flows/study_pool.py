@@ -31,13 +31,13 @@ from prefect import flow
 from components.config import ParamsError
 from components.contracts.errors import UserError
 from components.study.store import STORE_ENV, ArmStore, Mirror, pull_checkpoints, pull_results, push_results
-from components.validation.suite import groups_sha256
 from flows.study import (
     Study,
     _trained,
     arm_done,
     arm_fingerprint,
     arm_params,
+    built_groups_sha256,
     curve_pending,
     load_study,
     pick_arms,
@@ -112,7 +112,7 @@ def study_arm(
         pull_results(box, chosen.arm_dir(arm), fingerprint)
         for rel in pull_checkpoints(box.checkpoints(fingerprint), arm_p.paths.checkpoints):
             print(f"[{chosen.folder}/{arm}] from the store: {rel}")
-    if arm_done(chosen, arm, fingerprint, groups_sha256(arm_p.paths.groups)) and not curve_pending(arm_p, chosen, arm):
+    if arm_done(chosen, arm, fingerprint, built_groups_sha256(arm_p)) and not curve_pending(arm_p, chosen, arm):
         print(f"[{chosen.folder}/{arm}] done earlier: skipped")
         return {"name": arm, "skipped": True}
     if box is None:
@@ -128,12 +128,12 @@ def study_arm(
 
 
 def pending_arms(params, study: Study, arms: list[str]) -> list[str]:
-    """The arms that are not finished for their current params (or whose learning curve is not)."""
+    """The arms that are not finished for their current params (or whose learning curve is not). By
+    params alone: the submitter builds no groups; each worker builds them and checks them itself."""
     todo = []
     for name in arms:
         arm = arm_params(params, study, name)
-        done = arm_done(study, name, arm_fingerprint(arm, study.config.arms[name].kind), groups_sha256(arm.paths.groups))
-        if not done or curve_pending(arm, study, name):
+        if not arm_done(study, name, arm_fingerprint(arm, study.config.arms[name].kind)) or curve_pending(arm, study, name):
             todo.append(name)
     return todo
 

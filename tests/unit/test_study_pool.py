@@ -141,10 +141,18 @@ def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
 def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
     """A changed generator count or template builds other groups under the same params: the arm runs
     again. A record from before groups were recorded is judged by its params alone."""
-    from flows.study import arm_done, load_study
+    from components.data.io import groups_file
+    from flows.study import arm_done, arm_params, built_groups_sha256, load_study
 
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": {"a": {}}}}})
-    _, chosen = load_study(project / "params.yaml", "mini")
+    params, chosen = load_study(project / "params.yaml", "mini")
+    arm = arm_params(params, chosen, "a")
+    assert built_groups_sha256(arm) is None  # nothing built here: judged by params alone
+    groups_file(arm.paths.groups, "consistency").parent.mkdir(parents=True, exist_ok=True)
+    groups_file(arm.paths.groups, "consistency").write_text("{}\n")
+    first = built_groups_sha256(arm)
+    groups_file(arm.paths.groups, "consistency").write_text("{}\n{}\n")
+    assert first and built_groups_sha256(arm) != first
     chosen.arm_dir("a").mkdir(parents=True)
     record = chosen.arm_dir("a") / "arm.json"
     record.write_text(json.dumps({"fingerprint": "f" * 16, "groups_sha256": "g1"}))
@@ -152,5 +160,7 @@ def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
     assert not arm_done(chosen, "a", "f" * 16, "g2")  # other groups
     assert not arm_done(chosen, "a", "e" * 16, "g1")  # other params
     record.write_text(json.dumps({"fingerprint": "f" * 16}))  # recorded before groups were
+    assert arm_done(chosen, "a", "f" * 16, "g2")
+    record.write_text(json.dumps({"fingerprint": "f" * 16, "groups_sha256": None}))  # run where no groups were built
     assert arm_done(chosen, "a", "f" * 16, "g2")
     assert not arm_done(chosen, "b", "f" * 16, "g1")  # never run
