@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -30,15 +29,13 @@ class Reference:
     weights: dict[str, torch.Tensor] | None = None
 
     @classmethod
-    def of(cls, reference: str, start_weights: Path | None) -> "Reference":
-        """`train.reference`: base, or start (the safetensors of `train.init_adapter`)."""
+    def of(cls, reference: str, start: dict[str, torch.Tensor] | None) -> "Reference":
+        """`train.reference`: base, or start (the LoRA tensors `train.init_adapter` was read into)."""
         if reference == "base":
             return cls()
-        if start_weights is None:
+        if start is None:
             raise ValueError("train.reference: start needs train.init_adapter")
-        from safetensors.torch import load_file
-
-        return cls({k: v.detach().clone() for k, v in load_file(start_weights).items()})
+        return cls({k: v.detach().clone() for k, v in start.items()})
 
     @contextmanager
     def policy(self, model) -> Iterator[None]:

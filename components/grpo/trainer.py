@@ -245,10 +245,10 @@ def train(
     if cfg.gradient_checkpointing:  # non-reentrant: no input-grad hook needed for the frozen embeddings
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = attach_lora(base, params.lora)
-    start_weights = None
+    start = None
     if cfg.init_adapter is not None:  # e.g. a study arm that starts from another arm's adapter
-        start_weights = initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
-    reference = Reference.of(cfg.reference, start_weights)  # π_ref of the KL term
+        start = initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
+    reference = Reference.of(cfg.reference, start)  # π_ref of the KL term
     anchored = params.reward.decision_target == "reference_mean"  # decision rewards read ℓ under π_ref
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()

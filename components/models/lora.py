@@ -45,10 +45,10 @@ class InitAdapterError(UserError, ValueError):
     """`train.init_adapter` is not an adapter this model and lora section can start from."""
 
 
-def initialise_adapter(model, checkpoint: Path) -> Path:
+def initialise_adapter(model, checkpoint: Path) -> dict:
     """Copy a saved adapter's LoRA weights (a checkpoint folder with adapter/, or the adapter
     folder itself) into `model`'s fresh adapter (`attach_lora`): training continues from it.
-    Returns the weights file read."""
+    Returns the LoRA tensors read (the start of a `train.reference: start` run)."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -60,7 +60,8 @@ def initialise_adapter(model, checkpoint: Path) -> Path:
     if not weights.is_file():
         raise InitAdapterError(f"train.init_adapter: {weights} is missing (train the adapter it names first)")
     try:
-        result = set_peft_model_state_dict(model, load_file(weights))
+        state = load_file(weights)
+        result = set_peft_model_state_dict(model, state)
     except RuntimeError as exc:  # shape mismatch: another lora.r or model
         raise InitAdapterError(f"train.init_adapter: {weights} does not fit this model and lora section ({exc})") from exc
     missing = [k for k in result.missing_keys if "lora_" in k]
@@ -68,7 +69,7 @@ def initialise_adapter(model, checkpoint: Path) -> Path:
         raise InitAdapterError(
             f"train.init_adapter: {weights} does not match the lora section (missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]})"
         )
-    return weights
+    return state
 
 
 def load_adapter(model, adapter_dir: Path):

@@ -114,7 +114,7 @@ def test_the_kl_reference_can_be_the_adapter_a_run_starts_from(tiny_model_dir, t
     model = attach_lora(load_base_model(tiny_model_dir, "float32")[0], first.lora)
     weights = start / ADAPTER_DIR / "adapter_model.safetensors"
     trained = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}  # a fresh LoRA: B = 0
-    reference = Reference.of("start", weights)
+    reference = Reference.of("start", load_file(weights))
     with torch.no_grad(), reference.policy(model):
         inside = get_peft_model_state_dict(model)
         assert all(torch.equal(inside[k], v) for k, v in load_file(weights).items())
