@@ -42,6 +42,7 @@ from flows.study import (
     load_study,
     pick_arms,
     report_files,
+    restore_start_adapter,
     run_arm,
     write_study_report,
 )
@@ -115,6 +116,7 @@ def study_arm(
     if arm_done(chosen, arm, fingerprint, built_groups_sha256(arm_p)) and not curve_pending(arm_p, chosen, arm):
         print(f"[{chosen.folder}/{arm}] done earlier: skipped")
         return {"name": arm, "skipped": True}
+    start_adapter_here(params, chosen, arm, parent_run_id, shared)
     if box is None:
         record = run_arm(arm_p, chosen, arm, parent_run_id)
     else:
@@ -122,6 +124,23 @@ def study_arm(
             record = run_arm(arm_p, chosen, arm, parent_run_id)
         push_results(chosen.arm_dir(arm), box)
     return {"name": arm, "skipped": False, "mlflow_run_id": record.get("mlflow_run_id")}
+
+
+def start_adapter_here(params, study: Study, arm: str, parent: str | None, store: Path | None) -> None:
+    """The adapter an arm starts from (`start_from`) on this worker: the start arm's final checkpoint
+    and results from the store (another worker trained it), else that arm trained again here when it
+    is finished but its adapter is not on this disk (`flows.study.restore_start_adapter`)."""
+    start = study.config.arms[arm].start_from
+    if start is None:
+        return
+    start_p = arm_params(params, study, start)
+    fingerprint = arm_fingerprint(start_p, study.config.arms[start].kind)
+    if store is not None:
+        box = ArmStore.of(store, study.folder, start)
+        pull_results(box, study.arm_dir(start), fingerprint)
+        for rel in pull_checkpoints(box.checkpoints(fingerprint), start_p.paths.checkpoints):
+            print(f"[{study.folder}/{arm}] starts from {start}; from the store: {rel}")
+    restore_start_adapter(params, study, arm, parent)
 
 
 # --- the submitting side ---------------------------------------------------------------------------

@@ -164,3 +164,40 @@ def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
     record.write_text(json.dumps({"fingerprint": "f" * 16, "groups_sha256": None}))  # run where no groups were built
     assert arm_done(chosen, "a", "f" * 16, "g2")
     assert not arm_done(chosen, "b", "f" * 16, "g1")  # never run
+
+
+def test_a_worker_takes_the_start_arms_adapter_and_results_from_the_store(tmp_path, monkeypatch):
+    """An arm that starts from another arm's adapter, on a worker whose disk lacks it: the start
+    arm's final checkpoint and results come from the study store, then the serial study's restore
+    (train it again if still missing) is asked about the same arm."""
+    import flows.study_pool as pool
+    from components.contracts.checkpoint import LATEST_DIR, STATE_FILE
+    from components.study.store import ArmStore
+    from flows.study import arm_fingerprint, arm_params, load_study
+
+    arms = {"a": {"seeds": [1]}, "b": {"seeds": [1], "start_from": "a"}}
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
+    params, chosen = load_study(project / "params.yaml", "mini")
+    start = arm_params(params, chosen, "a-s1")
+    fingerprint = arm_fingerprint(start, "train")
+    box = ArmStore.of(tmp_path / "store", chosen.folder, "a-s1")
+    latest = box.checkpoints(fingerprint) / LATEST_DIR
+    (latest / "adapter").mkdir(parents=True)
+    (latest / "adapter" / "adapter_model.safetensors").write_bytes(b"trained elsewhere")
+    (latest / STATE_FILE).write_text(json.dumps({"steps": 2, "fingerprint": "x"}))
+    box.results.mkdir(parents=True)
+    (box.results / "arm.json").write_text(json.dumps({"name": "a-s1", "fingerprint": fingerprint}))
+    asked = []
+    monkeypatch.setattr(pool, "restore_start_adapter", lambda p, s, arm, parent: asked.append((arm, parent)))
+
+    pool.start_adapter_here(params, chosen, "b-s1", "run-1", tmp_path / "store")
+    here = start.paths.checkpoints / LATEST_DIR
+    assert (here / "adapter" / "adapter_model.safetensors").read_bytes() == b"trained elsewhere"
+    assert json.loads((chosen.arm_dir("a-s1") / "arm.json").read_text())["fingerprint"] == fingerprint
+    assert asked == [("b-s1", "run-1")]
+    pool.start_adapter_here(params, chosen, "a-s1", "run-1", tmp_path / "store")  # starts from nothing: nothing asked
+    assert asked == [("b-s1", "run-1")]
+    (box.results / "arm.json").write_text(json.dumps({"name": "a-s1", "fingerprint": "other params"}))
+    (chosen.arm_dir("a-s1") / "arm.json").unlink()
+    pool.start_adapter_here(params, chosen, "b-s1", None, tmp_path / "store")  # results for other params are not taken
+    assert not (chosen.arm_dir("a-s1") / "arm.json").exists() and asked[-1] == ("b-s1", None)
