@@ -574,7 +574,8 @@ class StudyConfig(_Section):
         "benchmarks' held-out discrimination scores per arm and seed (results/NAME.md)",
     )
     compare: list[tuple[str, str]] = Field(
-        default_factory=list, description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned)"
+        default_factory=list,
+        description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned; an arm with seeds as the mean of its seeds)",
     )
     learning_curve_arm: str | None = Field(None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve")
     arms: dict[str, StudyArm] = Field(default_factory=dict)
@@ -593,10 +594,11 @@ class StudyConfig(_Section):
         for name in self.arms:
             if not name or not all(c.isalnum() or c in "-_." for c in name):
                 raise ValueError(f"arms: {name!r} is not a valid arm name (letters, digits, '-', '_', '.')")
+        families = {arm.family for arm in self.arms.values() if arm.family}  # an arm with seeds is compared as one
         for pair in self.compare:
-            unknown = [a for a in pair if a not in self.arms]
+            unknown = [a for a in pair if a not in self.arms and a not in families]
             if unknown:
-                raise ValueError(f"compare: {unknown} not arms of this study; arms: {sorted(self.arms)}")
+                raise ValueError(f"compare: {unknown} not arms of this study; arms: {sorted({*self.arms, *families})}")
         return self
 
 

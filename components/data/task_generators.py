@@ -42,18 +42,19 @@ LIST_PHRASINGS = [
 
 @register_generator("list_selection")
 def list_selection(count: int, seed: int) -> list[dict]:
-    """`count` lists of 3–5 options drawn from one pool each, in a shuffled order."""
+    """`count` lists of 3–5 options drawn from one pool each, in a shuffled order, no two with the same
+    set of options (a held-out list is never a train list reordered)."""
     rng = random.Random(f"list_selection:{seed}")
     tasks, seen = [], set()
     pools = sorted(POOLS)
     for i in range(count):
         pool = pools[i % len(pools)]
-        while True:  # distinct lists: one prompt never lands in both splits
+        while True:  # distinct option sets: one valid set never lands in both splits, in any order
             options = rng.sample(POOLS[pool], rng.choice([3, 4, 5]))
             listed = ", ".join(options)
-            if listed not in seen:
+            if frozenset(options) not in seen:
                 break
-        seen.add(listed)
+        seen.add(frozenset(options))
         tasks.append({
             "domain": f"list-{pool}-{i:03d}", "normalizer": "casefold_match", "valid_answers": options,
             "phrasings": [p.format(options=listed) for p in LIST_PHRASINGS],
@@ -90,17 +91,19 @@ COUNT_PHRASINGS = [
 
 @register_generator("constrained_counting")
 def constrained_counting(count: int, seed: int) -> list[dict]:
-    """`count` distinct (range, constraint) pairs with at least 2 and at most 12 valid numbers (up to 399)."""
+    """`count` (range, constraint) pairs with 2 to 12 valid numbers, no two with the same valid set (a held-out
+    task is never a train task with a range that admits the same numbers); up to 358."""
     rng = random.Random(f"constrained_counting:{seed}")
     combos = [(lo, hi, name) for lo, hi in RANGES for name in CONSTRAINTS]
     rng.shuffle(combos)
     more = [(lo, hi, name) for lo, hi in MORE_RANGES for name in MORE_CONSTRAINTS]
     rng.shuffle(more)
-    tasks = []
+    tasks, seen = [], set()
     for lo, hi, name in combos + more:
         valid = [str(n) for n in range(lo, hi + 1) if MORE_CONSTRAINTS[name](n)]
-        if not 2 <= len(valid) <= 12:
+        if not 2 <= len(valid) <= 12 or tuple(valid) in seen:
             continue
+        seen.add(tuple(valid))
         slug = name.replace("a ", "").replace(" ", "_")
         tasks.append({
             "domain": f"count-{slug}-{lo}-{hi}", "normalizer": "integer", "valid_answers": valid,
@@ -149,5 +152,7 @@ def arithmetic(count: int, seed: int) -> list[dict]:
             if prompt not in seen:
                 break
         seen.add(prompt)
-        tasks.append({"domain": f"arith-{operation}-{i:03d}", "normalizer": "final_integer", "valid_answers": [str(answer)], "phrasings": [prompt]})
+        tasks.append(
+            {"domain": f"arith-{operation}-{i:03d}", "normalizer": "final_integer", "valid_answers": [str(answer)], "phrasings": [prompt]}
+        )
     return tasks

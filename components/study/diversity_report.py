@@ -10,6 +10,20 @@ and `arm.json`. A task's family is its domain up to the first '-' (the generated
 
 Head-to-head rows (`study.compare: [[A, B]]`) pair arm A's tuned value with arm B's on the same
 task: both evaluations draw the base with the same seed on the same prompts, so the tasks align.
+
+Seeds: an arm with `seeds` runs as arms `<arm>-s1`, `<arm>-s2`, ... (`family` `<arm>`), all on the
+same held-out tasks (checked: a ValueError names the seeds whose tasks differ). It is reported as one
+arm, its value of a metric on task t the mean over its S finished seeds, base and tuned alike,
+
+    x̄_t = (1/S) Σ_s x_{s,t},
+
+and every test above runs over tasks on the x̄_t; `detectable` is the paired difference that n tasks
+detect at α = 0.01 with 80 % power given sd_t(d̄_t) of the seed-averaged differences (`detectable_effect`).
+Seed-to-seed spread: the per-seed means m_s = mean_t x_{s,t} of the tuned value, their min, max and sd.
+A head-to-head's design is "powered" when that detectable difference of the family's first metric is
+≤ 0.15. An unseeded arm is one seed, unchanged; while no seeded arm has finished, a seeded arm's
+earlier unseeded run (`arms/<arm>/`) is reported in its place.
+
 Metrics (GAPO, arXiv:2511.12596; SEED-GRPO, arXiv:2505.12346): `all_valid`, the share of tasks whose
 K samples name every valid option; `coverage`, the share of the valid set named; `validity`, the
 share of valid samples, which on the one-answer arithmetic tasks is the accuracy; `js_to_uniform`.
@@ -24,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
+from components.data.selection import in_domains
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
 from components.study.layout import StudyLayout
@@ -43,8 +58,10 @@ ARITHMETIC_LABELS = {
     "coverage": "pass@K (a task answered right at least once)",
 }
 COLUMNS = ["comparison", "arm", "against", "family", "metric", "n_tasks", "reference", "value", "diff",
-           "ci_low", "ci_high", "p_value", "detectable", "q_value"]  # fmt: skip
+           "ci_low", "ci_high", "p_value", "detectable", "q_value",
+           "seeds", "against_seeds", "seed_min", "seed_max", "seed_sd"]  # fmt: skip
 ALPHA, POWER = 0.01, 0.8  # of the detectable difference
+POWERED_AT = 0.15  # a head-to-head design is powered when its detectable difference is at most this
 BOOTSTRAP = {"n_resamples": 2000, "confidence": 0.95, "seed": 0}
 
 
@@ -80,6 +97,59 @@ def load_arms(arms_dir: Path, order: list[str]) -> dict[str, pd.DataFrame]:
     return found
 
 
+def arm_family(name: str, arm: dict) -> str:
+    """The arm a seed arm was expanded from (`StudyArm.family`), else the arm itself."""
+    return arm.get("family") or name
+
+
+def finished_arms(arms_dir: Path, arms: dict[str, dict]) -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
+    """(per-task table of each finished arm, each one's arm family, the earlier unseeded runs used).
+
+    While no seed arm of the study has finished, a seeded arm's earlier unseeded run (`arms/<arm>/`,
+    from before it had seeds) stands in for it, so the report keeps showing what was run."""
+    families = {name: arm_family(name, arm) for name, arm in arms.items()}
+    found = load_arms(arms_dir, list(arms))
+    seeded = list(dict.fromkeys(fam for name, fam in families.items() if fam != name))
+    earlier: list[str] = []
+    if seeded and not any(families[name] != name for name in found):
+        earlier = [fam for fam in seeded if fam not in arms]
+        found.update(load_arms(arms_dir, earlier))
+        earlier = [fam for fam in earlier if fam in found]
+        families.update({fam: fam for fam in earlier})
+    return found, {name: families[name] for name in found}, earlier
+
+
+def _seed_mean(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per task (the first frame's order), the mean over the frames of every numeric base_/tuned_ column."""
+    if len(frames) == 1:
+        return frames[0]
+    columns = [c for c in frames[0].columns
+               if c.startswith(("base_", "tuned_")) and all(c in f and pd.api.types.is_numeric_dtype(f[c]) for f in frames)]  # fmt: skip
+    means = pd.concat([f.set_index("group_id")[columns] for f in frames]).groupby(level=0, sort=False).mean()
+    return frames[0][["group_id", "domain", "family"]].join(means, on="group_id")
+
+
+def pool_seeds(
+    frames: dict[str, pd.DataFrame], families: dict[str, str]
+) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, pd.DataFrame]]]:
+    """({arm family: per-task x̄_t over its finished seeds}, {arm family: {seed arm: its table}}), families in
+    the order of their first arm. Raises ValueError when a family's seeds hold different held-out tasks."""
+    members: dict[str, dict[str, pd.DataFrame]] = {}
+    for name, frame in frames.items():
+        members.setdefault(families.get(name, name), {})[name] = frame
+    for fam, seeds in members.items():
+        tasks = {name: set(frame["group_id"]) for name, frame in seeds.items()}
+        first = next(iter(tasks.values()))
+        if any(t != first for t in tasks.values()):
+            shared = set.intersection(*tasks.values())
+            counts = ", ".join(f"{name}: {len(t)} tasks" for name, t in tasks.items())
+            raise ValueError(
+                f"arm {fam!r}: its seeds were evaluated on different held-out tasks ({counts}; {len(shared)} in all): "
+                "seeds are pooled per task, so every seed must run on one build of the groups (rerun the odd ones)"
+            )
+    return {fam: _seed_mean(list(seeds.values())) for fam, seeds in members.items()}, members
+
+
 def _row(comparison: str, arm: str, against: str, fam: str, metric: str, ref: pd.Series, value: pd.Series) -> dict:
     test = paired_test(ref.tolist(), value.tolist())
     ci = bootstrap_ci(ref.tolist(), value.tolist(), BOOTSTRAP["n_resamples"], BOOTSTRAP["confidence"], BOOTSTRAP["seed"])
@@ -93,23 +163,40 @@ def _row(comparison: str, arm: str, against: str, fam: str, metric: str, ref: pd
     }  # fmt: skip
 
 
-def diversity_table(arms: dict[str, pd.DataFrame], compare: list[tuple[str, str]]) -> pd.DataFrame:
-    """Every arm against the base, then every `compare` pair head to head; q over all rows."""
+def _spread(seeds: dict[str, pd.DataFrame], fam: str, metric: str) -> dict:
+    """min, max and sd over seeds of the per-seed mean tuned value m_s on the family's tasks (None for one seed)."""
+    means = pd.Series([float(f.loc[f["family"] == fam, f"tuned_{metric}"].mean()) for f in seeds.values()])
+    if len(means) < 2:
+        return {"seed_min": None, "seed_max": None, "seed_sd": None}
+    return {"seed_min": float(means.min()), "seed_max": float(means.max()), "seed_sd": float(means.std(ddof=1))}
+
+
+def diversity_table(arms: dict[str, pd.DataFrame], compare: list[tuple[str, str]],
+                    seeds: dict[str, dict[str, pd.DataFrame]] | None = None) -> pd.DataFrame:  # fmt: skip
+    """Every arm against the base, then every `compare` pair head to head; q over all rows. `arms`: per-task
+    tables (an arm family's seed-averaged, `pool_seeds`); `seeds`: each family's seed tables, for the spread."""
+    seeds = seeds or {}
+
+    def n_seeds(name: str) -> int:
+        return len(seeds.get(name, {})) or 1
+
     rows = []
     for name, frame in arms.items():
         for fam, tasks in frame.groupby("family", sort=True):
             for metric in metrics_of(fam):
-                rows.append(_row("vs base", name, "base", fam, metric, tasks[f"base_{metric}"], tasks[f"tuned_{metric}"]))
+                rows.append({**_row("vs base", name, "base", fam, metric, tasks[f"base_{metric}"], tasks[f"tuned_{metric}"]),
+                             "seeds": n_seeds(name), "against_seeds": n_seeds(name), **_spread(seeds.get(name, {}), fam, metric)})  # fmt: skip
     for a, b in compare:
         if a not in arms or b not in arms:
             continue
         joined = arms[a].merge(arms[b], on=["group_id", "family"], suffixes=("_a", "_b"))
         for fam, tasks in joined.groupby("family", sort=True):
             for metric in metrics_of(fam):
-                rows.append(_row("head to head", a, b, fam, metric, tasks[f"tuned_{metric}_b"], tasks[f"tuned_{metric}_a"]))
-    table = pd.DataFrame(rows, columns=COLUMNS[:-1])
+                rows.append({**_row("head to head", a, b, fam, metric, tasks[f"tuned_{metric}_b"], tasks[f"tuned_{metric}_a"]),
+                             "seeds": n_seeds(a), "against_seeds": n_seeds(b)})  # fmt: skip
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "q_value"])
     table["q_value"] = benjamini_hochberg([None if pd.isna(p) else float(p) for p in table["p_value"]])
-    return table
+    return table[COLUMNS]
 
 
 def _num(value, digits: int = 3) -> str:
@@ -122,10 +209,51 @@ def _p(value) -> str:
     return f"{value:.1e}" if value < 0.001 else f"{value:.3f}"
 
 
+def power_lines(table: pd.DataFrame, trained: dict[str, set[str]] | None = None) -> list[str]:
+    """Per head-to-head pair and task family both arms train on (`trained`: {arm: task families}; an arm
+    left out trains on all), whether the design detects a difference of POWERED_AT in the family's first
+    metric (list and counting: all options named; arithmetic: accuracy) at α 0.01 with 80 % power."""
+    trained = trained or {}
+    rows = [r for _, r in table[table["comparison"] == "head to head"].iterrows()
+            if r["metric"] == metrics_of(r["family"])[0]
+            and all(r["family"] in trained.get(arm, {r["family"]}) for arm in (r["arm"], r["against"]))]  # fmt: skip
+    pairs = list(dict.fromkeys((r["arm"], r["against"]) for r in rows))
+    lines = []
+    for r in sorted(rows, key=lambda r: (pairs.index((r["arm"], r["against"])), family_order(r["family"]))):
+        what = f"{r['arm']} vs {r['against']}, {FAMILY_LABELS.get(r['family'], r['family'])}, {metric_label(r['family'], r['metric'])}"
+        seeds = f"{r['seeds']} and {r['against_seeds']} seeds" if max(r["seeds"], r["against_seeds"]) > 1 else "one seed each"
+        if r["detectable"] is None or pd.isna(r["detectable"]):
+            lines.append(f"- **not powered**: {what}: the differences of the {r['n_tasks']} tasks ({seeds}) have no "
+                         "spread, so no detectable difference can be computed")  # fmt: skip
+            continue
+        verdict, sign = ("powered", "≤") if r["detectable"] <= POWERED_AT else ("not powered", ">")
+        lines.append(f"- **{verdict}**: {what}: {r['n_tasks']} tasks ({seeds}) detect {r['detectable']:.3f} {sign} "
+                     f"{POWERED_AT:.2f} (α {ALPHA}, {POWER * 100:.0f} % power)")  # fmt: skip
+    return lines
+
+
+def seed_lines(table: pd.DataFrame) -> list[str]:
+    """The seed-to-seed spread of every arm with more than one finished seed (its base rows)."""
+    rows = table[(table["comparison"] == "vs base") & (table["seeds"] > 1)]
+    if rows.empty:
+        return []
+    lines = ["", "## Seeds", "",
+             "An arm with seeds is the mean over its seeds per task (base and tuned alike); the tests above run over "
+             "tasks on those means. Its spread: the mean over tasks of each seed's tuned value.", "",
+             "| arm | family | metric | seeds | arm (mean of seeds) | per-seed min – max | per-seed sd |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for _, r in rows.sort_values("family", key=lambda c: c.map(family_order), kind="stable").iterrows():
+        lines.append(f"| {r['arm']} | {FAMILY_LABELS.get(r['family'], r['family'])} | {metric_label(r['family'], r['metric'])} | "
+                     f"{r['seeds']} | {_num(r['value'])} | {_num(r['seed_min'])} – {_num(r['seed_max'])} | {_num(r['seed_sd'])} |")  # fmt: skip
+    return lines
+
+
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], trained_on: dict[str, str], command: str,
-                    machines: dict[str, str] | None = None, alpha: float = 0.01) -> str:  # fmt: skip
-    """results/NAME/report.md: the arms (with the machine each ran on, `components.study.machine`), then one
-    table per family, base comparisons and head-to-head."""
+                    machines: dict[str, str] | None = None, alpha: float = 0.01, earlier: list[str] | None = None,
+                    trained: dict[str, set[str]] | None = None) -> str:  # fmt: skip
+    """results/NAME/report.md: the arms (with the machine each ran on, `components.study.machine`), whether
+    each head-to-head is powered, one table per family (base comparisons and head-to-head), the seeds' spread.
+    `earlier`: seeded arms reported from their earlier unseeded runs (`finished_arms`); `trained`: `power_lines`."""
     machines = machines or {}
     lines = [f"# Study `{name}`: per task family, paired against the base model and between arms", "",
              f"Regenerate: `{command}` (the report alone: `{command} --report-only`). Each arm trains on the "
@@ -139,8 +267,14 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
         lines += ["", f"**Arms ran on different machines** ({', '.join(sorted(set(machines.values())))}): sampling "
                   "is reproducible on one kind of machine only, so comparisons between these arms mix in the "
                   "machines' difference; rerun them on one machine before reading a head-to-head row."]  # fmt: skip
+    if earlier:
+        lines += ["", f"**No seeded arm has finished yet**: {', '.join(earlier)} are reported from their earlier runs "
+                  "without seeds (`arms/<arm>/`), on the held-out tasks those runs were evaluated on."]  # fmt: skip
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
+    power = power_lines(table, trained)
+    if power:
+        lines += ["", f"## Power (head to head: detectable difference ≤ {POWERED_AT:.2f})", "", *power]
     for fam in sorted(table["family"].unique(), key=family_order):
         lines += ["", f"## {FAMILY_LABELS.get(fam, fam)}", "",
                   "| comparison | metric | tasks | reference | arm | d [95 % CI] | p | q | detectable (α 0.01, 80 %) |",
@@ -152,7 +286,7 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
                 d, q = f"**{d}**", f"**{q}**"
             lines.append(f"| {r['arm']} vs {r['against']} | {metric_label(fam, r['metric'])} | {r['n_tasks']} | "
                          f"{_num(r['reference'])} | {_num(r['value'])} | {d} | {_p(r['p_value'])} | {q} | {_num(r['detectable'], 2)} |")  # fmt: skip
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, *seed_lines(table), ""])
 
 
 def plot(table: pd.DataFrame, path: Path) -> Path:
@@ -187,19 +321,23 @@ def write_diversity_report(name: str, layout: StudyLayout, arms: dict[str, dict]
     """report.md, table.csv (every row with its CI, p and q) and plot.png of the study's results
     folder (`components.study.layout`) from the finished arms."""
     arms_dir = layout.arms
-    found = load_arms(arms_dir, list(arms))
-    table = diversity_table(found, [tuple(pair) for pair in compare])
-    trained_on, machines = {}, {}
+    found, families, earlier = finished_arms(arms_dir, arms)
+    pooled, seeds = pool_seeds(found, families)
+    table = diversity_table(pooled, [tuple(pair) for pair in compare], seeds)
+    trained_on, machines, shown, trained = {}, {}, dict(arms), {}
     for arm in found:
         record = json.loads((Path(arms_dir) / arm / ARM_FILE).read_text())
         domains = ((record.get("overrides") or {}).get("train") or {}).get("domains")
         trained_on[arm] = ", ".join(domains) if domains else "all training tasks"
         machines[arm] = machine_label(record.get("machine"))
+        shown.setdefault(arm, {"description": f"{record.get('description', '')} (earlier run, no seeds)"})
+        tasks = pooled[families[arm]]  # the task families it trains on, among those it was evaluated on
+        trained.setdefault(families[arm], {family(d) for d in tasks["domain"] if in_domains(d, domains)})
     layout.folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(layout.table, index=False)
     if not table.empty:
         plot(table, layout.plot)
-    body = render_markdown(name, table, {a: arms[a] for a in arms}, trained_on, command, machines)
+    body = render_markdown(name, table, shown, trained_on, command, machines, earlier=earlier, trained=trained)
     notes = layout.notes()
     if notes:
         body += "\n## Notes\n\n" + "".join(f"- {note}\n" for note in notes)

@@ -225,8 +225,8 @@ def test_studies_live_in_their_own_files(tmp_path):
     assert list(params.study.arms) == ["a"] and params.study.profile == "tiny"
     assert params.studies["mine"].report == "fairness" and list(params.studies["mine"].arms) == ["b-s1", "b-s2"]
     assert {n: list(load_params(ROOT / "params.yaml").studies[n].arms)[:1] for n in ("gapo", "seed", "fairness")} == {
-        "gapo": ["grpo-validity"],
-        "seed": ["grpo-correctness"],
+        "gapo": ["grpo-validity-s1"],
+        "seed": ["grpo-correctness-s1"],
         "fairness": ["base"],
     }  # the repository's studies/
     (tmp_path / "params.yaml").write_text("seed: 1\nstudies: {mine: {arms: {}}}\n")

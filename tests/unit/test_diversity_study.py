@@ -14,7 +14,7 @@ from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
 from components.evaluation.statistics import detectable_effect
-from components.study.diversity_report import diversity_table, family, write_diversity_report
+from components.study.diversity_report import COLUMNS, diversity_table, family, pool_seeds, power_lines, write_diversity_report
 from components.study.layout import StudyLayout
 from components.study.machine import ISA_FLAGS, machine_label, machine_record
 from tests.conftest import make_project
@@ -127,3 +127,127 @@ def test_studies_are_named_and_their_compare_pairs_are_arms(tmp_path):
     params = load_params(make_project(tmp_path / "r", "tiny") / "params.yaml", "gapo")
     assert params.paths.templates.name == "templates_gapo" and params.train.tasks == ["diversity"]
     assert {"gapo", "seed"} <= set(params.studies) and params.studies["gapo"].report == "diversity"
+    # every training arm of both studies runs three seeds; compare names the arms its seeds were expanded from
+    gapo, seed = params.studies["gapo"], params.studies["seed"]
+    assert list(gapo.arms)[:4] == ["grpo-validity-s1", "grpo-validity-s2", "grpo-validity-s3", "gapo-s1"] and len(gapo.arms) == 9
+    assert {a.family for a in gapo.arms.values()} == {"grpo-validity", "gapo", "gapo-seed"}
+    assert [a.overrides["seed"] for a in gapo.arms.values() if a.family == "gapo"] == [1234, 1235, 1236]
+    assert gapo.compare == [("gapo", "grpo-validity"), ("gapo-seed", "gapo")] and seed.compare == [("seed-grpo", "grpo-correctness")]
+    assert {a.family for a in seed.arms.values()} == {"grpo-correctness", "seed-grpo"} and len(seed.arms) == 6
+
+
+LIST_ARMS = {"train": {"domains": ["list-*", "count-*"]}}
+
+
+def _write_arm(arms_dir, name: str, frame: pd.DataFrame, overrides: dict | None = None) -> None:
+    (arms_dir / name).mkdir(parents=True)
+    frame.drop(columns="family", errors="ignore").to_csv(arms_dir / name / "per_group_diversity.csv", index=False)
+    (arms_dir / name / "arm.json").write_text(json.dumps({"overrides": overrides or LIST_ARMS, "description": f"run {name}"}))
+
+
+def _seeded(names: dict[str, int]) -> dict[str, dict]:
+    """The report's view of a study config whose arms have seeds: {<arm>-s<i>: {family: <arm>}}."""
+    return {f"{arm}-s{i}": {"description": arm, "family": arm} for arm, n in names.items() for i in range(1, n + 1)}
+
+
+def test_seeds_are_pooled_per_task_and_their_spread_reported(tmp_path):
+    """gapo (3 seeds) and grpo-validity (2 seeds) on 4 list tasks: each arm is the per-task mean of its seeds,
+    base and tuned alike; the tests run over tasks on those means; the per-seed means give the spread."""
+    gapo_tuned = [[1, 0, 1, 0], [1, 1, 0, 0], [1, 1, 1, 0]]  # per seed, per task: task means 1, 2/3, 2/3, 0
+    gapo_base = [[0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]  # task means 0, 0, 1/3, 0
+    grpo_tuned = [[0, 0, 1, 0], [0, 1, 0, 0]]  # task means 0, 1/2, 1/2, 0
+    arms_dir = tmp_path / "gapo" / "arms"
+    for i, (tuned, base) in enumerate(zip(gapo_tuned, gapo_base), start=1):
+        frame = _tasks({"base": base, "tuned": tuned})
+        _write_arm(arms_dir, f"gapo-s{i}", frame.iloc[::-1] if i == 2 else frame)  # pooled by task, not by row
+    for i, tuned in enumerate(grpo_tuned, start=1):
+        _write_arm(arms_dir, f"grpo-validity-s{i}", _tasks({"base": [0, 0, 0, 0], "tuned": tuned}))
+    arms = _seeded({"grpo-validity": 3, "gapo": 3})  # grpo-validity-s3 has not finished: 2 seeds pooled
+    text = write_diversity_report("gapo", StudyLayout(tmp_path / "gapo"), arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    table = pd.read_csv(tmp_path / "gapo" / "table.csv")
+    assert set(table["arm"]) == {"gapo", "grpo-validity"}  # one arm per family, not per seed
+
+    base, tuned, grpo = np.array([0, 0, 1 / 3, 0]), np.array([1, 2 / 3, 2 / 3, 0]), np.array([0, 0.5, 0.5, 0])
+    row = table[(table["comparison"] == "vs base") & (table["arm"] == "gapo") & (table["metric"] == "all_valid")].iloc[0]
+    assert row["n_tasks"] == 4 and row["seeds"] == 3
+    assert row["reference"] == pytest.approx(base.mean()) and row["value"] == pytest.approx(tuned.mean())
+    assert row["diff"] == pytest.approx((tuned - base).mean())
+    assert row["p_value"] == pytest.approx(stats.ttest_rel(base, tuned).pvalue)
+    assert row["detectable"] == pytest.approx(detectable_effect(float((tuned - base).std(ddof=1)), 4, 0.01, 0.8))
+    per_seed = [0.5, 0.5, 0.75]  # each seed's mean over tasks
+    assert (row["seed_min"], row["seed_max"]) == (0.5, 0.75) and row["seed_sd"] == pytest.approx(np.std(per_seed, ddof=1))
+
+    h2h = table[(table["comparison"] == "head to head") & (table["metric"] == "all_valid")].iloc[0]
+    assert (h2h["arm"], h2h["against"], h2h["seeds"], h2h["against_seeds"]) == ("gapo", "grpo-validity", 3, 2)
+    assert h2h["reference"] == pytest.approx(grpo.mean()) and h2h["value"] == pytest.approx(tuned.mean())
+    assert h2h["p_value"] == pytest.approx(stats.ttest_rel(grpo, tuned).pvalue)
+    assert h2h["detectable"] == pytest.approx(detectable_effect(float((tuned - grpo).std(ddof=1)), 4, 0.01, 0.8))
+    assert pd.isna(h2h["seed_sd"])  # the spread is each arm's own (its base row)
+
+    assert "| gapo vs grpo-validity | all options named | 4 | 0.250 | 0.583 |" in text
+    assert "## Seeds" in text and "| gapo | list selection | all options named | 3 | 0.583 | 0.500 – 0.750 | 0.144 |" in text
+    assert "| grpo-validity | list selection | all options named | 2 | 0.250 | 0.250 – 0.250 | 0.000 |" in text
+    assert "| gapo-s1 | list-*, count-* | not recorded | gapo |" in text and "| grpo-validity-s3 | n/a | n/a |" in text
+    assert "not powered**: gapo vs grpo-validity, list selection, all options named: 4 tasks (3 and 2 seeds)" in text
+
+
+def test_unseeded_arms_are_reported_as_before():
+    """Pooling leaves an arm without seeds untouched: the same table, one seed, no spread."""
+    base = [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    frames = {"gapo": _tasks({"base": base, "tuned": [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]}),
+              "grpo": _tasks({"base": base, "tuned": [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]})}  # fmt: skip
+    pooled, seeds = pool_seeds(frames, {"gapo": "gapo", "grpo": "grpo"})
+    assert all(pooled[name] is frames[name] for name in frames)
+    before = diversity_table(frames, [("gapo", "grpo")])
+    after = diversity_table(pooled, [("gapo", "grpo")], seeds)
+    pd.testing.assert_frame_equal(before, after)
+    assert list(after.columns) == COLUMNS and (after["seeds"] == 1).all() and after["seed_sd"].isna().all()
+
+
+def test_seeds_evaluated_on_different_tasks_are_refused(tmp_path):
+    arms_dir = tmp_path / "gapo" / "arms"
+    _write_arm(arms_dir, "gapo-s1", _tasks({"base": [0, 0, 1], "tuned": [1, 1, 0]}))
+    _write_arm(arms_dir, "gapo-s2", _tasks({"base": [0, 0], "tuned": [1, 1]}))
+    with pytest.raises(
+        ValueError,
+        match=r"arm 'gapo': its seeds were evaluated on different held-out tasks \(gapo-s1: 3 tasks, gapo-s2: 2 tasks; 2 in all\)",
+    ):
+        write_diversity_report("gapo", StudyLayout(tmp_path / "gapo"), _seeded({"gapo": 2}), [], "cmd")
+
+
+def test_the_power_line_says_whether_the_head_to_head_detects_15_points():
+    """Powered: the detectable difference of the family's first metric (list: all options named) is <= 0.15;
+    only families both arms train on get a line."""
+    for n, verdict in ((120, "powered"), (13, "not powered")):
+        gapo_tuned = [float(i % 4 == 0) for i in range(n)]  # every 4th task all named by gapo, every 8th by GRPO
+        grpo_tuned = [float(i % 8 == 0) for i in range(n)]
+        arith = {"base": [0.2, 0.4, 0.1], "tuned": [0.5, 0.6, 0.2]}
+        gapo = pd.concat([_tasks({"base": [0.0] * n, "tuned": gapo_tuned}), _tasks(arith, "validity", "arith")])
+        grpo = pd.concat([_tasks({"base": [0.0] * n, "tuned": grpo_tuned}), _tasks(arith, "validity", "arith")])
+        table = diversity_table({"gapo": gapo, "grpo-validity": grpo}, [("gapo", "grpo-validity")])
+        row = table[(table["comparison"] == "head to head") & (table["metric"] == "all_valid")].iloc[0]
+        sd = float(np.std(np.subtract(gapo_tuned, grpo_tuned), ddof=1))
+        assert row["detectable"] == pytest.approx(detectable_effect(sd, n, 0.01, 0.8))
+        assert bool(row["detectable"] <= 0.15) == (verdict == "powered")  # 120 tasks: 0.105; 13 tasks: 0.414
+        (line,) = power_lines(table, {"gapo": {"list", "count"}, "grpo-validity": {"list", "count"}})  # arith: not trained
+        sign = "≤" if verdict == "powered" else ">"
+        assert line == (f"- **{verdict}**: gapo vs grpo-validity, list selection, all options named: {n} tasks "
+                        f"(one seed each) detect {row['detectable']:.3f} {sign} 0.15 (α 0.01, 80 % power)")  # fmt: skip
+        assert len(power_lines(table)) == 2  # without training domains: every family's line (arithmetic: accuracy)
+
+
+def test_earlier_unseeded_runs_stand_in_until_a_seed_finishes(tmp_path):
+    """A study whose arms gained seeds keeps reporting the arms' earlier unseeded runs (`arms/<arm>/`) until
+    a seed arm finishes; from then on only the seeds count."""
+    arms_dir = tmp_path / "gapo" / "arms"
+    _write_arm(arms_dir, "gapo", _tasks({"base": [0, 0, 1], "tuned": [1, 1, 0]}))
+    _write_arm(arms_dir, "grpo-validity", _tasks({"base": [0, 0, 1], "tuned": [0, 1, 0]}))
+    arms, layout = _seeded({"grpo-validity": 3, "gapo": 3}), StudyLayout(tmp_path / "gapo")
+    text = write_diversity_report("gapo", layout, arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    assert "**No seeded arm has finished yet**: grpo-validity, gapo are reported from their earlier runs" in text
+    assert "| gapo | list-*, count-* | not recorded | run gapo (earlier run, no seeds) |" in text
+    assert "| gapo vs grpo-validity | all options named | 3 | 0.333 | 0.667 |" in text
+    _write_arm(arms_dir, "gapo-s1", _tasks({"base": [0, 0, 0], "tuned": [1, 1, 1]}))
+    text = write_diversity_report("gapo", layout, arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    assert "earlier run" not in text and "| gapo vs base | all options named | 3 | 0.000 | 1.000 |" in text
+    assert set(pd.read_csv(layout.table)["arm"]) == {"gapo"}  # grpo-validity's seeds have not run: no head to head

@@ -91,7 +91,7 @@ def test_all_valid_by_hand():
 def test_the_gapo_templates_build_into_split_groups():
     groups = build_groups(ROOT / "data" / "templates_gapo", DataConfig(), seed=0)
     kinds = {prefix: [g for g in groups if g.domain.startswith(prefix)] for prefix in ("list-", "count-", "arith-")}
-    assert {k: len(v) for k, v in kinds.items()} == {"list-": 80, "count-": 48, "arith-": 120}  # groups = phrasings
+    assert {k: len(v) for k, v in kinds.items()} == {"list-": 800, "count-": 480, "arith-": 360}  # groups = phrasings
     # the consistency templates are linked in (an evaluation needs held-out consistency groups)
     assert {g.domain for g in groups if g.task == "consistency"} == {"investment", "job"}
     for prefix, gs in kinds.items():
@@ -99,6 +99,38 @@ def test_the_gapo_templates_build_into_split_groups():
         assert set(splits.values()) == {"train", "heldout"}, prefix  # every setting has both
         for g in gs:  # split by task: all phrasings of a task share it
             assert g.split == splits[g.domain]
+
+
+def test_the_gapo_profile_holds_out_enough_tasks_per_family_for_a_powered_study():
+    """At the project's seed and held-out fraction: >= 100 list, >= 60 counting, >= 100 arithmetic tasks held
+    out (whole tasks: every phrasing in one split), none of them a train task's prompt or valid set."""
+    from components.config import load_params
+
+    params = load_params(ROOT / "params.yaml", "gapo")
+    groups = [g for g in build_groups(params.paths.templates, params.data, params.seed) if g.task == "diversity"]
+    heldout = {g.domain for g in groups if g.split == "heldout"}
+    counts = {fam: sum(d.startswith(f"{fam}-") for d in heldout) for fam in ("list", "count", "arith")}
+    assert counts == {"list": 125, "count": 69, "arith": 106}  # data/templates_gapo/tasks.yaml states these
+    assert counts["list"] >= 100 and counts["count"] >= 60 and counts["arith"] >= 100
+    train = [g for g in groups if g.split == "train"]
+    assert not {g.members[0].text for g in train} & {g.members[0].text for g in groups if g.split == "heldout"}
+    valid_sets = {(g.domain.split("-")[0], frozenset(g.valid_answers)) for g in train}
+    assert not any((g.domain.split("-")[0], frozenset(g.valid_answers)) in valid_sets
+                   for g in groups if g.split == "heldout" and not g.domain.startswith("arith-"))  # fmt: skip
+
+
+def test_lists_and_counting_tasks_have_distinct_valid_sets_and_keep_their_first_ones():
+    """No list is another list reordered and no counting task admits the same numbers as another, so a
+    held-out task is never a train task in other words; the earlier design's first tasks are unchanged."""
+    from components.data.task_generators import constrained_counting, list_selection
+
+    lists, counts = list_selection(400, 1), constrained_counting(358, 1)
+    assert len({frozenset(t["valid_answers"]) for t in lists}) == 400
+    assert len({tuple(t["valid_answers"]) for t in counts}) == 358
+    assert lists[:40] == list_selection(40, 1) and counts[:24] == constrained_counting(24, 1)
+    assert lists[0]["domain"] == "list-animal-000" and counts[0]["domain"] == "count-even-1-20"
+    with pytest.raises(ValueError, match="only 358 distinct tasks"):
+        constrained_counting(359, 1)
 
 
 def test_a_template_with_an_unknown_generator_names_it():
