@@ -108,11 +108,7 @@ def study_arm(
     arm_p = arm_params(params, chosen, arm)
     fingerprint = arm_fingerprint(arm_p, chosen.config.arms[arm].kind)
     shared = store_path(store)
-    box = ArmStore.of(shared, chosen.folder, arm) if shared else None
-    if box is not None:
-        pull_results(box, chosen.arm_dir(arm), fingerprint)
-        for rel in pull_checkpoints(box.checkpoints(fingerprint), arm_p.paths.checkpoints):
-            print(f"[{chosen.folder}/{arm}] from the store: {rel}")
+    box = pull_arm(shared, chosen, arm, arm_p, fingerprint) if shared else None
     if arm_done(chosen, arm, fingerprint, built_groups_sha256(arm_p)) and not curve_pending(arm_p, chosen, arm):
         print(f"[{chosen.folder}/{arm}] done earlier: skipped")
         return {"name": arm, "skipped": True}
@@ -133,14 +129,20 @@ def start_adapter_here(params, study: Study, arm: str, parent: str | None, store
     start = study.config.arms[arm].start_from
     if start is None:
         return
-    start_p = arm_params(params, study, start)
-    fingerprint = arm_fingerprint(start_p, study.config.arms[start].kind)
     if store is not None:
-        box = ArmStore.of(store, study.folder, start)
-        pull_results(box, study.arm_dir(start), fingerprint)
-        for rel in pull_checkpoints(box.checkpoints(fingerprint), start_p.paths.checkpoints):
-            print(f"[{study.folder}/{arm}] starts from {start}; from the store: {rel}")
+        start_p = arm_params(params, study, start)
+        pull_arm(store, study, start, start_p, arm_fingerprint(start_p, study.config.arms[start].kind))
     restore_start_adapter(params, study, arm, parent)
+
+
+def pull_arm(store: Path, study: Study, name: str, arm_p, fingerprint: str) -> ArmStore:
+    """Copy from the store an arm's results (when they are for `fingerprint`) and the checkpoint
+    folders this worker lacks; returns the arm's folder in the store."""
+    box = ArmStore.of(store, study.folder, name)
+    pull_results(box, study.arm_dir(name), fingerprint)
+    for rel in pull_checkpoints(box.checkpoints(fingerprint), arm_p.paths.checkpoints):
+        print(f"[{study.folder}/{name}] from the store: {rel}")
+    return box
 
 
 # --- the submitting side ---------------------------------------------------------------------------
