@@ -48,13 +48,19 @@ def _stop(server: subprocess.Popen) -> None:
 
 def guard(parent: int, command: list[str]) -> int:
     """Run `command` until it exits, `parent` is gone or the guard gets SIGTERM/SIGINT; its exit code."""
-    server = subprocess.Popen(command, preexec_fn=_dies_with_guard())
+    stop_asked: list[int] = []  # the handlers come before the server: a SIGTERM right after it starts stops it too
 
     def on_signal(signum: int, frame: Any) -> None:
-        _stop(server)
+        stop_asked.append(signum)
+        if server is not None:
+            _stop(server)
 
+    server: subprocess.Popen | None = None
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    server = subprocess.Popen(command, preexec_fn=_dies_with_guard())
+    if stop_asked:
+        _stop(server)
     while server.poll() is None:
         if os.getppid() != parent:  # reparented: the process that started the server died
             _stop(server)

@@ -16,15 +16,24 @@ and the gap of a group is the paper's gap on z instead of H (`records.consistenc
 reduction that survives in z is not explained by the answers' length; the share that does not is.
 The fit is the evaluation's own (base and tuned answers on one scale), so z-gaps compare the two
 models of one evaluation, not evaluations with each other.
+
+Evaluations that kept no samples still hold, per group and axis value, the mean entropy and the
+mean length of its answers (`*_axis_entropy`, `*_axis_words` of the per-group table).
+`gaps_from_variant_means` applies the same fit to those means, one point per group × value × model,
+z(H̄_a, words̄_a), and takes the gap on them: an estimate of the length-controlled gap for arms
+whose answers are gone. On an arm that kept its samples both can be compared (the study report
+shows them side by side).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 MIN_ANSWERS = 10  # fewer answers (or a single length) fit no curve: the length-controlled gap is null
 
@@ -39,13 +48,13 @@ class LengthModel:
     d: float
     s_min: float
 
-    def z(self, entropy: float, n_words: int) -> float:
+    def z(self, entropy: float, n_words: float) -> float:
         """(H − m(x)) / s(x)."""
         x = math.log1p(n_words)
         return (entropy - (self.a + self.b * x)) / max(self.c + self.d * x, self.s_min)
 
 
-def fit_length_model(entropies: Sequence[float], word_counts: Sequence[int]) -> LengthModel | None:
+def fit_length_model(entropies: Sequence[float], word_counts: Sequence[float]) -> LengthModel | None:
     """The location–scale fit of H on log length over `entropies` / `word_counts` (one per answer);
     None with fewer than MIN_ANSWERS answers, a single length, or no spread at all."""
     h = np.asarray(entropies, dtype=float)
@@ -61,3 +70,35 @@ def fit_length_model(entropies: Sequence[float], word_counts: Sequence[int]) -> 
         return None
     d, c = np.polyfit(x, math.sqrt(math.pi / 2) * np.abs(residual), 1)
     return LengthModel(float(a), float(b), float(c), float(d), s_min=spread / 4)
+
+
+MEANS_MODELS = ("base", "tuned")
+
+
+def gaps_from_variant_means(per_group: pd.DataFrame) -> pd.DataFrame | None:
+    """Per group, `base_means_lc_gap` and `tuned_means_lc_gap`: max_a z(H̄_a, words̄_a) − min_a z(…) over
+    the values a of the group's headline axis, z from one `fit_length_model` over every group's
+    value means of both models (module docstring). None when the table lacks the per-value columns
+    or the means fit no curve."""
+    needed = {"group_id", "axis", *(f"{m}_axis_{c}" for m in MEANS_MODELS for c in ("entropy", "words"))}
+    if per_group.empty or not needed <= set(per_group.columns):
+        return None
+    points = []  # (row, model, entropy, words)
+    for i, row in enumerate(per_group.itertuples(index=False)):
+        for model in MEANS_MODELS:
+            entropy = json.loads(getattr(row, f"{model}_axis_entropy"))
+            words = json.loads(getattr(row, f"{model}_axis_words"))
+            prefix = f"{row.axis}="
+            points += [(i, model, h, words[key]) for key, h in entropy.items() if key.startswith(prefix)]
+    model_fit = fit_length_model([p[2] for p in points], [p[3] for p in points])
+    if model_fit is None:
+        return None
+    z: dict[tuple[int, str], list[float]] = {}
+    for i, model, h, n_words in points:
+        z.setdefault((i, model), []).append(model_fit.z(h, n_words))
+    out = per_group[["group_id"]].copy()
+    for model in MEANS_MODELS:
+        out[f"{model}_means_lc_gap"] = [
+            max(v) - min(v) if len(v := z.get((i, model), [])) >= 2 else math.nan for i in range(len(per_group))
+        ]
+    return out.reset_index(drop=True)

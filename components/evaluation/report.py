@@ -51,6 +51,8 @@ from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS
 from components.evaluation.statistics import Comparison
 from components.release.gate import GateDecision
 
+PER_GROUP_CONSISTENCY_FILE = "per_group_consistency.csv"  # one row per consistency group (`records.consistency_record`)
+
 
 @dataclass(frozen=True)
 class ReportFiles:
@@ -374,7 +376,7 @@ def write_report(
         statistics=out_dir / "statistics.json",
         comparisons=out_dir / "comparisons.csv",
         metric_deltas_csv=out_dir / "metric_deltas.csv",
-        per_group_consistency=out_dir / "per_group_consistency.csv",
+        per_group_consistency=out_dir / PER_GROUP_CONSISTENCY_FILE,
         per_group_diversity=out_dir / "per_group_diversity.csv",
         entropy_gap_csv=out_dir / "entropy_gap.csv",
         entropy_gap_png=out_dir / "entropy_gap.png",

@@ -24,6 +24,9 @@ from components.contracts.summary import (
     HelpfulnessDefinition,
     read_summary,
 )
+from components.evaluation.length_control import gaps_from_variant_means
+from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
+from components.evaluation.statistics import paired_test
 from components.release.gate import GATES, judge
 
 ARM_FILE = "arm.json"
@@ -73,9 +76,26 @@ def arm_rows(arm_dir: Path) -> list[dict]:
             "compliance_q_value": c.compliance_q_value, "base_lc_gap": c.base_length_controlled_gap,
             "tuned_lc_gap": c.tuned_length_controlled_gap, "lc_reduction": c.length_controlled_reduction,
             "lc_q_value": c.length_controlled_q_value, "overall_reduction": c.relative_gap_reduction,
-            **default_gate_verdicts(summary),
+            **default_gate_verdicts(summary), **means_length_control(arm_dir / PER_GROUP_CONSISTENCY_FILE),
         })  # fmt: skip
     return rows
+
+
+def means_length_control(per_group_csv: Path) -> dict:
+    """The length-controlled gap estimated from each group's per-value means
+    (`length_control.gaps_from_variant_means`, for arms that kept no samples): base and tuned means
+    over groups, the reduction and the paired test's p; None where the table lacks the columns."""
+    out = {"base_means_lc_gap": None, "tuned_means_lc_gap": None, "means_lc_reduction": None, "means_lc_p_value": None}
+    gaps = gaps_from_variant_means(pd.read_csv(per_group_csv)) if per_group_csv.is_file() else None
+    if gaps is None:
+        return out
+    pair = gaps[["base_means_lc_gap", "tuned_means_lc_gap"]].dropna()
+    if len(pair) < 2:
+        return out
+    test = paired_test(pair["base_means_lc_gap"], pair["tuned_means_lc_gap"])
+    base, tuned = test.mean_base, test.mean_tuned
+    reduction = (base - tuned) / base if base else None
+    return out | {"base_means_lc_gap": base, "tuned_means_lc_gap": tuned, "means_lc_reduction": reduction, "means_lc_p_value": test.p_value}
 
 
 LENGTH_GATES = ("length_growth", "compliance")
@@ -205,10 +225,13 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
              "Compliance: share of answers within the prompt's sentence limit (\"at most three sentences\"). Length-controlled gap: the",
              "paper's gap on each answer's entropy as a z-score given its length (one fit over the arm's base and tuned answers);",
              "survives: its reduction as a share of the paper's gap reduction. Arms evaluated before these columns existed did",
-             "not keep their samples: n/a.", "",
+             "not keep their samples: n/a. From variant means: the same fit on each group's per-value mean entropy and mean",
+             "length (the per-group table keeps them for every arm), an estimate where the samples are gone; arms with both",
+             "show how close it comes.", "",
              "| arm | words base → tuned | compliance base → tuned [95 % CI of change] | q | length-controlled gap base → tuned "
-             "| reduction (paper's) | survives | q | default gates: length_growth / compliance |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| reduction (paper's) | survives | q | from variant means: base → tuned (reduction, survives, p) "
+             "| default gates: length_growth / compliance |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in overall.iterrows():
         ci = "" if _missing(r["compliance_ci_low"]) else f" [{r['compliance_ci_low']:+.2f}, {r['compliance_ci_high']:+.2f}]"
         growth = "" if _missing(r["base_words"]) or not r["base_words"] else f" ({r['tuned_words'] / r['base_words'] - 1:+.0%})"
@@ -219,9 +242,23 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
             f"| {r['arm']} | {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)}{growth} "
             f"| {_num(r['base_compliance'], 2)} → {_num(r['tuned_compliance'], 2)}{ci} | {_p(r['compliance_q_value'])} "
             f"| {_num(r['base_lc_gap'])} → {_num(r['tuned_lc_gap'])} | {reduction} | {survives} | {_p(r['lc_q_value'])} "
-            f"| {r['gate_length_growth']} / {r['gate_compliance']} |"
+            f"| {_means_estimate(r)} | {r['gate_length_growth']} / {r['gate_compliance']} |"
         )
     return lines
+
+
+def _means_estimate(r) -> str:
+    """ "base → tuned (reduction, survives, p)" of the length-controlled gap from variant means."""
+    base, tuned, controlled, paper = (
+        r.get("base_means_lc_gap"),
+        r.get("tuned_means_lc_gap"),
+        r.get("means_lc_reduction"),
+        r["overall_reduction"],
+    )
+    if _missing(base) or _missing(tuned) or _missing(controlled):
+        return "n/a"
+    survives = "n/a" if _missing(paper) or paper <= 0 else f"{max(0.0, min(1.0, controlled / paper)):.0%}"
+    return f"{_num(base)} → {_num(tuned)} ({controlled:.0%}, {survives}, p {_p(r.get('means_lc_p_value'))})"
 
 
 def _missing(value) -> bool:

@@ -88,6 +88,21 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
             procs[w] = subprocess.Popen([*prefect, "worker", "start", "--pool", POOL, "--type", "process", "--limit", "1", "--name", f"worker-{w}"],
                                         cwd=project, env={**env, "GROUPWISE_PROJECT_DIR": str(project)}, stdout=fh,
                                         stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+    # side by side needs both workers polling before the arms are submitted (a worker takes ~20 s to start on a busy machine)
+    def both_online():
+        from prefect.exceptions import PrefectHTTPStatusError
+
+        with temporary_settings({PREFECT_API_URL: prefect_server_url}), get_client(sync_client=True) as client:
+            try:
+                online = [w.name for w in client.read_workers_for_work_pool(POOL) if w.status.value == "ONLINE"]
+            except PrefectHTTPStatusError as exc:  # 404: the first worker has not created the pool yet
+                if exc.response.status_code != 404:
+                    raise
+                return None
+        return online if {f"worker-{w}" for w in workers} <= set(online) else None
+
+    _wait("both workers online", both_online, 300, list(procs.values()), list(logs.values()))
     submit_log = tmp_path / "submit.log"
     started = time.monotonic()
     with submit_log.open("w") as fh:

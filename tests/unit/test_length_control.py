@@ -1,14 +1,17 @@
 """The length-controlled gap: a gap that falls only because answers got longer does not fall in z;
-a gap that falls at the same length does."""
+a gap that falls at the same length does; the estimate from per-value means (arms that kept no
+samples) says the same."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from components.evaluation.length_control import LengthModel, fit_length_model
+from components.evaluation.length_control import LengthModel, fit_length_model, gaps_from_variant_means
 
 
 def _answers(rng: np.random.Generator, n: int, words: int, shift: float) -> tuple[list[float], list[int]]:
@@ -30,16 +33,38 @@ def _gaps(model: LengthModel, groups: list) -> tuple[float, float]:
     return float(np.mean(raw)), float(np.mean(controlled))
 
 
-def _study(base_words: int, tuned_words: int, tuned_shift: float, base_shift: float = 0.4) -> tuple[float, float]:
-    """Relative reduction of the raw gap and of the length-controlled gap, base → tuned, over 400 groups
-    of 6 + 6 answers; variant A's entropies are shifted by `base_shift` / `tuned_shift` nats."""
+def _groups(base_words: int, tuned_words: int, tuned_shift: float, base_shift: float) -> tuple[list, list]:
+    """400 groups of 6 + 6 answers per model; variant A's entropies are shifted by `base_shift` / `tuned_shift` nats."""
     rng = np.random.default_rng(0)
     base = [(_answers(rng, 6, base_words, base_shift), _answers(rng, 6, base_words, 0.0)) for _ in range(400)]
     tuned = [(_answers(rng, 6, tuned_words, tuned_shift), _answers(rng, 6, tuned_words, 0.0)) for _ in range(400)]
+    return base, tuned
+
+
+def _study(base_words: int, tuned_words: int, tuned_shift: float, base_shift: float = 0.4) -> tuple[float, float]:
+    """Relative reduction of the raw gap and of the length-controlled gap, base → tuned (`_groups`)."""
+    base, tuned = _groups(base_words, tuned_words, tuned_shift, base_shift)
     every = [side for pairs in (base, tuned) for pair in pairs for side in pair]
     model = fit_length_model([h for hs, _ in every for h in hs], [w for _, ws in every for w in ws])
     (base_raw, base_z), (tuned_raw, tuned_z) = _gaps(model, base), _gaps(model, tuned)
     return 1 - tuned_raw / base_raw, 1 - tuned_z / base_z
+
+
+def _per_group_table(base: list, tuned: list) -> pd.DataFrame:
+    """The per-group table's columns that an evaluation without samples keeps: per value, mean H and mean words."""
+    rows = []
+    for i, (b, t) in enumerate(zip(base, tuned)):
+        row = {"group_id": f"g{i}", "axis": "gender"}
+        for model, ((ha, wa), (hb, wb)) in (("base", b), ("tuned", t)):
+            row[f"{model}_axis_entropy"] = json.dumps({"gender=woman": np.mean(ha), "gender=man": np.mean(hb), "tone=warm": 9.0})
+            row[f"{model}_axis_words"] = json.dumps({"gender=woman": np.mean(wa), "gender=man": np.mean(wb), "tone=warm": 1.0})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _means_reduction(base_words: int, tuned_words: int, tuned_shift: float, base_shift: float = 0.4) -> float:
+    gaps = gaps_from_variant_means(_per_group_table(*_groups(base_words, tuned_words, tuned_shift, base_shift)))
+    return 1 - gaps["tuned_means_lc_gap"].mean() / gaps["base_means_lc_gap"].mean()
 
 
 def test_a_reduction_bought_with_length_does_not_survive():
@@ -54,6 +79,22 @@ def test_a_reduction_at_the_same_length_survives():
     raw, controlled = _study(base_words=40, tuned_words=40, tuned_shift=0.0)
     assert raw > 0.3
     assert controlled == pytest.approx(raw, abs=0.1)
+
+
+def test_the_estimate_from_variant_means_tells_length_from_consistency_as_the_answers_do():
+    # only the headline axis's values count (the "tone" value would dominate every gap)
+    bought, answers_bought = _means_reduction(40, 160, 0.0, base_shift=0.0), _study(40, 160, 0.0, base_shift=0.0)[1]
+    assert abs(bought) < 0.1 and bought == pytest.approx(answers_bought, abs=0.1)
+    same_length, (raw, answers_same) = _means_reduction(40, 40, 0.0), _study(40, 40, 0.0)
+    assert same_length > 0.3 and same_length == pytest.approx(answers_same, abs=0.1) and same_length == pytest.approx(raw, abs=0.1)
+
+
+def test_no_estimate_from_means_without_the_per_value_columns():
+    table = _per_group_table(*_groups(40, 40, 0.0, 0.4))
+    assert gaps_from_variant_means(table.drop(columns=["tuned_axis_words"])) is None
+    assert gaps_from_variant_means(table.iloc[:0]) is None
+    gaps = gaps_from_variant_means(table)
+    assert list(gaps.columns) == ["group_id", "base_means_lc_gap", "tuned_means_lc_gap"] and len(gaps) == 400
 
 
 def test_fit_recovers_the_location_and_scale():

@@ -32,12 +32,17 @@ time.sleep(600)
 
 
 def _gone(pid: int, timeout: float) -> bool:
+    """The process has ended: reaped, or a zombie (ended; its reaping is up to whoever adopted it,
+    which in a container may be a PID 1 that never reaps)."""
     try:
-        psutil.Process(pid).wait(timeout)
+        process = psutil.Process(pid)
+        deadline = time.monotonic() + timeout
+        while process.status() != psutil.STATUS_ZOMBIE:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
     except psutil.NoSuchProcess:
         pass
-    except psutil.TimeoutExpired:
-        return False
     return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from components.contracts.summary import HelpfulnessDefinition
@@ -28,3 +29,34 @@ def test_curve_of_two_arms_is_tabled_per_arm_and_plotted(tmp_path):
     assert "| old | 20 | 600 | overall | 0.050 |" in text
     plot_learning_curve(curve, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_arms_without_samples_get_the_length_controlled_gap_from_their_variant_means(tmp_path):
+    import json
+
+    from components.study.report import length_lines, means_length_control
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(30):  # woman's answers 0.5 nats above man's in the base, none in the tuned; same lengths
+        row = {"group_id": f"g{i}", "axis": "gender"}
+        for model, shift in (("base", 0.5), ("tuned", 0.0)):
+            words = {"gender=woman": float(rng.integers(30, 90)), "gender=man": float(rng.integers(30, 90))}
+            h = {k: 0.8 * np.log1p(w) + rng.normal(0, 0.05) for k, w in words.items()}
+            h["gender=woman"] += shift
+            row[f"{model}_axis_entropy"], row[f"{model}_axis_words"] = json.dumps(h), json.dumps(words)
+        rows.append(row)
+    pd.DataFrame(rows).to_csv(tmp_path / "per_group_consistency.csv", index=False)
+    out = means_length_control(tmp_path / "per_group_consistency.csv")
+    assert out["means_lc_reduction"] > 0.7 and out["means_lc_p_value"] < 1e-6
+    assert out["base_means_lc_gap"] > out["tuned_means_lc_gap"]
+    assert all(v is None for v in means_length_control(tmp_path / "absent.csv").values())
+    overall = pd.DataFrame([{
+        "arm": "old", "base_words": 60.0, "tuned_words": 60.0, "base_compliance": None, "tuned_compliance": None,
+        "compliance_ci_low": None, "compliance_ci_high": None, "compliance_q_value": None, "base_lc_gap": None,
+        "tuned_lc_gap": None, "lc_reduction": None, "lc_q_value": None, "overall_reduction": 0.8,
+        "gate_length_growth": "pass", "gate_compliance": "n/a", **out,
+    }])  # fmt: skip
+    (line,) = [ln for ln in length_lines(overall) if ln.startswith("| old |")]
+    assert f"{out['base_means_lc_gap']:.3f} → {out['tuned_means_lc_gap']:.3f} ({out['means_lc_reduction']:.0%}, " in line
+    assert "| n/a → n/a | n/a | n/a | n/a |" in line  # the per-answer gap needs the samples
