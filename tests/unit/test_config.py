@@ -28,6 +28,15 @@ def test_repository_params_load_in_every_profile():
     assert load_params(ROOT / "params.yaml").train.samples_per_prompt == 6
 
 
+def test_the_fairness_profile_trains_the_study_recipe_and_judges_fairness_not_the_consistency_gap():
+    params, study = load_params(ROOT / "params.yaml", "fairness"), load_params(ROOT / "params.yaml").studies["fairness"]
+    assert params.train.lr == study.arms["decision-parity-s1"].overrides.get("train", {}).get("lr", params.train.lr) == 5.0e-4
+    gate = params.gate
+    assert gate.max_discrimination_increase == 0.01 and gate.min_profile_correlation == 0.8  # DiscrimEval judged
+    assert gate.max_length_growth == 0.25 and gate.max_compliance_drop == 0.05 and gate.max_validity_drop == 0.05
+    assert not gate.require_significance and gate.min_relative_gap_reduction < -1  # 8 consistency groups: not judged
+
+
 def test_profile_deep_merges_and_paths_resolve(tmp_path):
     path = write(tmp_path, {"train": {"steps": 5, "lr": 0.1}, "profiles": {"quick": {"train": {"steps": 1}}}})
     params = load_params(path, "quick")
