@@ -57,7 +57,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
     rows = []
     for scope, r in _scopes(c).items():
         rows.append({
-            "arm": arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.n_groups,
+            "arm": arm["name"], "family": arm.get("family") or arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.n_groups,
             "base_gap": r.base_mean_gap, "tuned_gap": r.tuned_mean_gap,
             "relative_reduction": r.relative_gap_reduction, "ci_low": r.ci_low,
             "ci_high": r.ci_high, "p_value": r.p_value, "q_value": r.q_value,
@@ -200,6 +200,7 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
             )
     if not overall.empty:
         lines += length_lines(overall)
+        lines += seed_lines(overall)
     missing = [name for name in arms if table.empty or name not in set(table["arm"])]
     if missing:
         lines += ["", "## Arms not run yet", ""]
@@ -243,6 +244,36 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
             f"| {_num(r['base_compliance'], 2)} → {_num(r['tuned_compliance'], 2)}{ci} | {_p(r['compliance_q_value'])} "
             f"| {_num(r['base_lc_gap'])} → {_num(r['tuned_lc_gap'])} | {reduction} | {survives} | {_p(r['lc_q_value'])} "
             f"| {_means_estimate(r)} | {r['gate_length_growth']} / {r['gate_compliance']} |"
+        )
+    return lines
+
+
+def seed_lines(overall: pd.DataFrame) -> list[str]:
+    """Arms trained with several seeds (one `family`, arms `<family>-s1`, ...): each seed's overall gap
+    reduction, q, length change, compliance and length-controlled reduction side by side, and the
+    reduction's mean and range; nothing when no family has two seeds."""
+    if "family" not in overall.columns:
+        return []
+    families = [(name, rows) for name, rows in overall.groupby("family", sort=False) if len(rows) > 1]
+    if not families:
+        return []
+    lines = ["", "## Seeds (overall)", "",
+             "Arms trained with several seeds, each evaluated on the same held-out groups with its own base draw; per seed, in seed order.", "",
+             "| family | seeds | gap reduction per seed | mean [min, max] | q per seed | words change per seed "
+             "| compliance base → tuned per seed | length-controlled reduction per seed |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, rows in families:
+        reductions = rows["relative_reduction"].astype(float)
+        words = [
+            f"{t / b - 1:+.0%}" if not (_missing(b) or _missing(t)) and b else "n/a"
+            for b, t in zip(rows["base_words"], rows["tuned_words"])
+        ]
+        compliance = [f"{_num(b, 2)} → {_num(t, 2)}" for b, t in zip(rows["base_compliance"], rows["tuned_compliance"])]
+        controlled = ["n/a" if _missing(v) else f"{v:.0%}" for v in rows["lc_reduction"]]
+        lines.append(
+            f"| {name} | {len(rows)} | {' / '.join(f'{v:.0%}' for v in reductions)} "
+            f"| {reductions.mean():.0%} [{reductions.min():.0%}, {reductions.max():.0%}] | {' / '.join(_p(q) for q in rows['q_value'])} "
+            f"| {' / '.join(words)} | {' / '.join(compliance)} | {' / '.join(controlled)} |"
         )
     return lines
 

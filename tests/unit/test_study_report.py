@@ -60,3 +60,22 @@ def test_arms_without_samples_get_the_length_controlled_gap_from_their_variant_m
     (line,) = [ln for ln in length_lines(overall) if ln.startswith("| old |")]
     assert f"{out['base_means_lc_gap']:.3f} → {out['tuned_means_lc_gap']:.3f} ({out['means_lc_reduction']:.0%}, " in line
     assert "| n/a → n/a | n/a | n/a | n/a |" in line  # the per-answer gap needs the samples
+
+
+def test_seeded_arms_are_tabled_side_by_side_with_the_mean_and_range_of_their_reduction():
+    from components.study.report import seed_lines
+
+    def row(arm, family, reduction, q, tuned_words):
+        return {"arm": arm, "family": family, "relative_reduction": reduction, "q_value": q, "base_words": 60.0,
+                "tuned_words": tuned_words, "base_compliance": 0.7, "tuned_compliance": 0.9, "lc_reduction": reduction + 0.1}  # fmt: skip
+
+    overall = pd.DataFrame([row("grpo", "grpo", 0.56, 1e-8, 172.0), row("c-s1", "c", 0.5, 4e-6, 54.0),
+                            row("c-s2", "c", 0.36, 5e-4, 54.0), row("c-s3", "c", 0.43, 1e-3, 66.0)])  # fmt: skip
+    lines = seed_lines(overall)
+    (line,) = [ln for ln in lines if ln.startswith("| c |")]
+    assert line == (
+        "| c | 3 | 50% / 36% / 43% | 43% [36%, 50%] | 4e-06 / 0.0005 / 0.001 | -10% / -10% / +10% "
+        "| 0.70 → 0.90 / 0.70 → 0.90 / 0.70 → 0.90 | 60% / 46% / 53% |"
+    )
+    assert not [ln for ln in lines if ln.startswith("| grpo |")]  # one seed: the arms table has it
+    assert seed_lines(overall.iloc[:2]) == []
