@@ -86,10 +86,16 @@ def gaps_from_variant_means(per_group: pd.DataFrame) -> pd.DataFrame | None:
     points = []  # (row, model, entropy, words)
     for i, row in enumerate(per_group.itertuples(index=False)):
         for model in MEANS_MODELS:
-            entropy = json.loads(getattr(row, f"{model}_axis_entropy"))
-            words = json.loads(getattr(row, f"{model}_axis_words"))
+            cells = getattr(row, f"{model}_axis_entropy"), getattr(row, f"{model}_axis_words")
+            if not all(isinstance(cell, str) for cell in cells):  # an empty cell: no means for this group
+                continue
+            entropy, words = map(json.loads, cells)
             prefix = f"{row.axis}="
-            points += [(i, model, h, words[key]) for key, h in entropy.items() if key.startswith(prefix)]
+            points += [
+                (i, model, h, words[key])
+                for key, h in entropy.items()
+                if key.startswith(prefix) and key in words and math.isfinite(h) and math.isfinite(words[key])
+            ]
     model_fit = fit_length_model([p[2] for p in points], [p[3] for p in points])
     if model_fit is None:
         return None
