@@ -54,6 +54,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
     summary = read_summary(arm_dir / METRICS_FILE)
     c, d = summary.consistency, summary.diversity
     helpfulness = helpfulness_label(summary.helpfulness_definition, arm)
+    from_means = means_length_control(arm_dir / PER_GROUP_CONSISTENCY_FILE)  # one fit an arm, not one a scope
     rows = []
     for scope, r in _scopes(c).items():
         rows.append({
@@ -76,7 +77,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
             "compliance_q_value": c.compliance_q_value, "base_lc_gap": c.base_length_controlled_gap,
             "tuned_lc_gap": c.tuned_length_controlled_gap, "lc_reduction": c.length_controlled_reduction,
             "lc_q_value": c.length_controlled_q_value, "overall_reduction": c.relative_gap_reduction,
-            **default_gate_verdicts(summary), **means_length_control(arm_dir / PER_GROUP_CONSISTENCY_FILE),
+            **default_gate_verdicts(summary), **from_means,
         })  # fmt: skip
     return rows
 
@@ -237,7 +238,7 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
         ci = "" if _missing(r["compliance_ci_low"]) else f" [{r['compliance_ci_low']:+.2f}, {r['compliance_ci_high']:+.2f}]"
         growth = "" if _missing(r["base_words"]) or not r["base_words"] else f" ({r['tuned_words'] / r['base_words'] - 1:+.0%})"
         paper, controlled = r["overall_reduction"], r["lc_reduction"]
-        survives = "n/a" if _missing(paper) or _missing(controlled) or paper <= 0 else f"{max(0.0, min(1.0, controlled / paper)):.0%}"
+        survives = _survives(controlled, paper)
         reduction = "n/a" if _missing(controlled) else f"{controlled:.0%} ({paper:.0%})"
         lines.append(
             f"| {r['arm']} | {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)}{growth} "
@@ -288,8 +289,14 @@ def _means_estimate(r) -> str:
     )
     if _missing(base) or _missing(tuned) or _missing(controlled):
         return "n/a"
-    survives = "n/a" if _missing(paper) or paper <= 0 else f"{max(0.0, min(1.0, controlled / paper)):.0%}"
-    return f"{_num(base)} → {_num(tuned)} ({controlled:.0%}, {survives}, p {_p(r.get('means_lc_p_value'))})"
+    return f"{_num(base)} → {_num(tuned)} ({controlled:.0%}, {_survives(controlled, paper)}, p {_p(r.get('means_lc_p_value'))})"
+
+
+def _survives(controlled, paper) -> str:
+    """The length-controlled reduction as a share of the paper's gap reduction, within [0, 1]."""
+    if _missing(paper) or _missing(controlled) or paper <= 0:
+        return "n/a"
+    return f"{max(0.0, min(1.0, controlled / paper)):.0%}"
 
 
 def _missing(value) -> bool:
