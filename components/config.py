@@ -427,6 +427,11 @@ class EvalConfig(_Section):
     batch_size: int = Field(48, ge=1)
     max_consistency_groups: int = Field(24, ge=1)
     max_diversity_tasks: int = Field(8, ge=0)
+    split: Literal["heldout", "train"] = Field(
+        "heldout",
+        description="the consistency groups and diversity tasks that judge a model: heldout; train only to calibrate a "
+        "recipe without looking at held-out results (the `heldout` gate never registers a model judged on train groups)",
+    )
     significance_level: float = Field(
         0.01, gt=0, lt=1,
         description="the one significance level: of the paired tests (BH q < level), the detectable effect and the "

@@ -7,6 +7,8 @@ built or read, naming the file and the field, instead of at gate time.
 
 Layout (``schema_version`` 1; a file without the key was written before this contract, same shape):
 
+- ``split``: the groups that judged the model (``eval.split``: heldout, or train for a calibration;
+  absent in files written before it existed: heldout);
 - ``consistency`` (`ConsistencySummary`): the paper's gap on the variant axis, per domain and
   overall, its tests, noise floor, detectable effect, quality guards and validity;
 - ``diversity`` (`DiversitySummary`): ``n_tasks`` and ``base_<m>`` / ``tuned_<m>`` per metric;
@@ -34,7 +36,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
@@ -315,6 +317,7 @@ class EvaluationSummary(_Record):
     """metrics.json: see the module docstring."""
 
     schema_version: int = SCHEMA_VERSION
+    split: Literal["heldout", "train"] = "heldout"  # eval.split: the groups that judged the model (absent in older files: heldout)
     consistency: ConsistencySummary
     diversity: DiversitySummary
     notes: list[str] = Field(default_factory=list)

@@ -87,8 +87,10 @@ def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
 
 
 def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[PromptGroup], list[PromptGroup]]:
-    """Held-out consistency groups balanced across domains, and one phrasing per diversity task."""
-    heldout = [g for g in groups if g.split == "heldout"]
+    """The evaluation set: consistency groups of `eval.split` (held out, unless a calibration asks
+    for the train split) balanced across domains, and one phrasing per diversity task."""
+    split = params.eval.split
+    heldout = [g for g in groups if g.split == split]
     domains = params.eval.domains
     consistency = interleave_domains(select_groups(heldout, ["consistency"], domains))
     consistency = consistency[: params.eval.max_consistency_groups]
@@ -99,7 +101,7 @@ def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[Prom
     diversity = list(first_phrasing.values())[: params.eval.max_diversity_tasks]
     if not consistency:
         raise EvaluationInputError(
-            f"empty evaluation set: no held-out consistency groups among {len(groups)} groups ({len(heldout)} held out)"
+            f"empty evaluation set: no consistency groups in split {split!r} among {len(groups)} groups ({len(heldout)} in it)"
         )
     check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
@@ -372,6 +374,9 @@ def evaluation_summary(
         content["fairness"] = {name: s.to_dict() for name, s in fairness.summaries.items()}
     if frames.engine.fell_back:
         content["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
+    content["split"] = params.eval.split
+    if params.eval.split != "heldout":
+        content["notes"].insert(0, f"CALIBRATION: judged on the {params.eval.split} split's groups (eval.split), not held-out ones")
     content["candidate"] = params.eval.candidate.model_dump()
     if evaluated is not None:
         content["evaluated"] = evaluated.to_dict()

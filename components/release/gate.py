@@ -21,6 +21,8 @@ Measures:
     * elsewhere (p- and q-values and t for n < 2 or zero variance, ``per_domain``, noise floor and
       other statistics): allowed; the gate that needs the value judges it (``significance`` judges
       a null q-value).
+- ``heldout``: the model was judged on held-out data only: ``split`` (eval.split) and every
+  decision benchmark's ``split`` are "heldout"; a calibration on train groups never registers.
 - ``truncation``: max(base_truncated_share, tuned_truncated_share) <= max_truncated_share, the
   share of consistency samples stopped by max_new_tokens instead of EOS (a truncated answer has a
   cut entropy: the gap is not measured); fails also when ``consistency.valid`` is false, and when
@@ -632,12 +634,28 @@ def profile_correlation(spec: GateSpec, metrics: Mapping, threshold: float, cham
                       f"{'>=' if passed else '<'} {threshold:g}{verdict} ({shown})")  # fmt: skip
 
 
+def heldout(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """The model was judged on what it did not train on: the consistency groups and diversity tasks
+    (``split``, eval.split) and every decision benchmark's questions (``fairness.<b>.split``) are
+    held out. A calibration evaluated on train groups judges a recipe, never a registration; always on."""
+    seen = [] if metrics.get("split", "heldout") == "heldout" else [f"split {metrics.get('split')!r} (eval.split)"]
+    for benchmark, summary in (metrics.get("fairness") or {}).items():
+        split = summary.get("split") if isinstance(summary, Mapping) else None
+        if split != "heldout":
+            seen.append(f"fairness.{benchmark} split {split!r} (eval.fairness.split)")
+    if seen:
+        return GateResult(spec.name, float(len(seen)), threshold, False,
+                          f"{spec.name}: judged on groups training may have seen: " + "; ".join(seen))  # fmt: skip
+    return GateResult(spec.name, 0.0, threshold, True, f"{spec.name}: judged on held-out groups and questions only")
+
+
 def _table(*specs: GateSpec) -> dict[str, GateSpec]:
     return {spec.name: spec for spec in specs}
 
 
 GATES: dict[str, GateSpec] = _table(
     GateSpec("no_nan", no_nan),
+    GateSpec("heldout", heldout),
     GateSpec("truncation", truncation, section="consistency", metric="truncated_share", threshold="max_truncated_share", higher_is_better=False),
     GateSpec("gap_reduction", gap_reduction, section="consistency", metric="mean_gap", threshold="min_relative_gap_reduction", higher_is_better=False),
     GateSpec("significance", significance, section="consistency", metric="mean_gap", threshold="require_significance", higher_is_better=False),

@@ -67,8 +67,21 @@ def identity_checkpoint(tmp_path_factory, tiny_model_dir):
 
 def test_empty_evaluation_set_is_named():
     params = Params()
-    with pytest.raises(EvaluationInputError, match=r"empty evaluation set: no held-out consistency groups among 1 groups \(0 held out\)"):
+    with pytest.raises(
+        EvaluationInputError, match=r"empty evaluation set: no consistency groups in split 'heldout' among 1 groups \(0 in it\)"
+    ):
         select_heldout([group("g0", split="train")], params)
+
+
+def test_the_train_split_judges_train_groups_only_and_the_default_held_out_ones_only():
+    def task(gid: str, split: str) -> PromptGroup:
+        return group(gid, task="diversity", split=split, members=1, valid_answers=["red"]).model_copy(update={"domain": gid})
+
+    groups = [group("h0"), group("t0", split="train"), group("t1", split="train"), task("colors", "heldout"), task("shapes", "train")]
+    consistency, diversity = select_heldout(groups, Params())
+    assert [g.group_id for g in consistency] == ["h0"] and [g.group_id for g in diversity] == ["colors"]
+    consistency, diversity = select_heldout(groups, Params(eval=EvalConfig(split="train")))
+    assert [g.group_id for g in consistency] == ["t0", "t1"] and [g.group_id for g in diversity] == ["shapes"]
 
 
 def test_invalid_groups_in_the_evaluation_set_are_named():
@@ -264,6 +277,33 @@ def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_
     assert {"base_compliance", "tuned_sentences", "base_length_controlled_gap"} <= set(consistency.columns)
     with pytest.raises(EvaluationInputError, match="no tuned samples of group"):
         score_samples(params, groups, frames.samples[frames.samples["model"] == "base"])
+
+
+def test_a_calibration_on_train_groups_says_so_and_never_registers(tiny_model_dir, checkpoint, monkeypatch):
+    """eval.split: train scores the train groups; metrics.json records the split and notes it first,
+    and the `heldout` gate refuses the model while every other structural gate can still pass."""
+    import numpy as np
+
+    from components.evaluation.run import evaluation_summary
+    from components.release.gate import evaluate_gates
+
+    monkeypatch.setattr(  # a deterministic stand-in embedding (the sentence model is not tested here)
+        "components.embeddings.embed",
+        lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
+        if texts else np.zeros((0, 8), np.float32),
+    )  # fmt: skip
+    small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 6,
+             "fairness": FairnessConfig(benchmarks=[]), "split": "train"}  # fmt: skip
+    params = Params()
+    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    groups = [g.model_copy(update={"split": "train"}) for g in consistency_groups(2)]
+    groups.append(group("held", split="heldout"))
+    frames = evaluate_models(params, groups, tiny_model_dir, checkpoint)
+    assert "held" not in set(frames.consistency["group_id"])
+    summary = evaluation_summary(frames, params, None)
+    assert summary.split == "train" and summary.notes[0].startswith("CALIBRATION: judged on the train split's groups")
+    verdict = next(r for r in evaluate_gates(summary, params.gate).results if r.name == "heldout")
+    assert not verdict.passed and "split 'train' (eval.split)" in verdict.reason
 
 
 def test_transformers_engine_reports_an_unloadable_model(tmp_path):

@@ -144,7 +144,7 @@ def test_good_metrics_pass_every_gate():
     decision = evaluate_gates(good_metrics(), GATE)
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
-        "no_nan", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance",
+        "no_nan", "heldout", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance",
         "empty_rate", "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
         "profile_correlation", "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
@@ -187,6 +187,22 @@ def test_no_nan_looks_inside_lists():
     metrics["notes"] = ["fine", float("nan")]
     decision, gate = result(metrics, "no_nan")
     assert not gate.passed and "notes[1]" in gate.reason
+
+
+# --- heldout --------------------------------------------------------------------------------------
+
+
+def test_heldout_refuses_a_model_judged_on_train_groups_or_train_questions():
+    assert result(good_metrics(), "heldout")[1].passed  # no split recorded (older files): held out
+    decision, gate = result(good_metrics() | {"split": "train"}, "heldout")
+    assert not gate.passed and not decision.passed and gate.value == 1
+    assert "split 'train' (eval.split)" in gate.reason
+    metrics = good_metrics() | {"split": "heldout"}
+    metrics["fairness"]["discrim_eval"]["split"] = "all"
+    decision, gate = result(metrics, "heldout")
+    assert not gate.passed and "fairness.discrim_eval split 'all' (eval.fairness.split)" in gate.reason
+    metrics["fairness"]["discrim_eval"]["split"] = "heldout"
+    assert result(metrics, "heldout")[1].passed
 
 
 # --- gap_reduction --------------------------------------------------------------------------------
@@ -664,7 +680,7 @@ def test_metrics_round_trip_through_version_tags():
 def test_gate_table_rows_and_markdown():
     decision = evaluate_gates(with_values("consistency", q_value=0.3), GATE)
     rows = decision.rows()
-    assert [r["gate"] for r in rows][:5] == ["no_nan", "truncation", "gap_reduction", "significance", "helpfulness"]
+    assert [r["gate"] for r in rows][:6] == ["no_nan", "heldout", "truncation", "gap_reduction", "significance", "helpfulness"]
     significance_row = next(r for r in rows if r["gate"] == "significance")
     assert significance_row == {
         "gate": "significance", "value": 0.3, "threshold": 0.01, "verdict": "fail",
