@@ -86,7 +86,7 @@ def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
     return out
 
 
-def select_heldout(groups: list[PromptGroup], params: Params) -> tuple[list[PromptGroup], list[PromptGroup]]:
+def select_eval_groups(groups: list[PromptGroup], params: Params) -> tuple[list[PromptGroup], list[PromptGroup]]:
     """The evaluation set: consistency groups of `eval.split` (held out, unless a calibration asks
     for the train split) balanced across domains, and one phrasing per diversity task."""
     split = params.eval.split
@@ -223,7 +223,7 @@ def evaluate_models(
     (`eval.fairness`) are read after the sampling, on the same engine when `eval.fairness.dtype` is
     `eval.dtype`, else on one of their own; `decide=False` skips them (a learning curve's points).
     """
-    consistency, diversity = select_heldout(groups, params)
+    consistency, diversity = select_eval_groups(groups, params)
     use_adapter = params.eval.candidate.source == "adapter"
     if use_adapter and checkpoint_dir is None:
         raise EvaluationInputError("eval.candidate.source is 'adapter' but no checkpoint was given")

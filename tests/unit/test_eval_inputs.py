@@ -11,7 +11,7 @@ import torch
 from components.config import EvalConfig, FairnessConfig, LoraConfig, Params, ParamsError, load_params
 from components.contracts.naming import UnknownNameError
 from components.data.schema import Member, PromptGroup
-from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_heldout
+from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_eval_groups
 from components.generation.engines import EngineChoice, open_engine
 from components.generation.sampling import SamplingConfig
 from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
@@ -70,7 +70,7 @@ def test_empty_evaluation_set_is_named():
     with pytest.raises(
         EvaluationInputError, match=r"empty evaluation set: no consistency groups in split 'heldout' among 1 groups \(0 in it\)"
     ):
-        select_heldout([group("g0", split="train")], params)
+        select_eval_groups([group("g0", split="train")], params)
 
 
 def test_the_train_split_judges_train_groups_only_and_the_default_held_out_ones_only():
@@ -78,28 +78,28 @@ def test_the_train_split_judges_train_groups_only_and_the_default_held_out_ones_
         return group(gid, task="diversity", split=split, members=1, valid_answers=["red"]).model_copy(update={"domain": gid})
 
     groups = [group("h0"), group("t0", split="train"), group("t1", split="train"), task("colors", "heldout"), task("shapes", "train")]
-    consistency, diversity = select_heldout(groups, Params())
+    consistency, diversity = select_eval_groups(groups, Params())
     assert [g.group_id for g in consistency] == ["h0"] and [g.group_id for g in diversity] == ["colors"]
-    consistency, diversity = select_heldout(groups, Params(eval=EvalConfig(split="train")))
+    consistency, diversity = select_eval_groups(groups, Params(eval=EvalConfig(split="train")))
     assert [g.group_id for g in consistency] == ["t0", "t1"] and [g.group_id for g in diversity] == ["shapes"]
 
 
 def test_invalid_groups_in_the_evaluation_set_are_named():
     params = Params()
     with pytest.raises(EvaluationInputError, match=r"group 'solo': a consistency group needs at least 2 variants"):
-        select_heldout([group("solo", members=1)], params)
+        select_eval_groups([group("solo", members=1)], params)
     no_valid = group("colors", task="diversity", members=1)
     with pytest.raises(EvaluationInputError, match=r"group 'colors': diversity task without valid_answers"):
-        select_heldout([group("g0"), no_valid], params)
+        select_eval_groups([group("g0"), no_valid], params)
     bad_normalizer = group("colors", task="diversity", members=1, valid_answers=["red"], answer_normalizer="nope")
     with pytest.raises(EvaluationInputError, match=r"group 'colors'.*nope"):
-        select_heldout([group("g0"), bad_normalizer], params)
+        select_eval_groups([group("g0"), bad_normalizer], params)
 
 
 def test_an_eval_gap_axis_a_group_lacks_is_named_before_sampling():
     params = Params(eval=EvalConfig(gap_axis="age"))
     with pytest.raises(EvaluationInputError, match=r"group 'g0': eval.gap_axis 'age' is not one of its variant_axes \['gender'\]"):
-        select_heldout([group("g0", variant_axes={"gender": ["woman", "man"]})], params)
+        select_eval_groups([group("g0", variant_axes={"gender": ["woman", "man"]})], params)
 
 
 # --- checkpoint -----------------------------------------------------------------------------------
