@@ -327,7 +327,9 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
     if not curve.empty:
         curve.to_csv(layout.folder / CURVE_FILE, index=False)
         plot_learning_curve(curve, layout.folder / CURVE_PLOT)
-    return atomic_write_text(layout.report, render_markdown(table, curve, arms, COMMAND, [*(notes or []), *layout.notes()]))
+    command = COMMAND if study.name == CONSISTENCY else f"{COMMAND} --study {study.name}"
+    page = render_markdown(table, curve, arms, command, [*(notes or []), *layout.notes()], study.name)
+    return atomic_write_text(layout.report, page)
 
 
 def report_files(study: Study) -> list[Path]:

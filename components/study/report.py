@@ -71,7 +71,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
             "detectable_reduction": c.detectable_reduction,
             "base_validity": d.base_validity, "tuned_validity": d.tuned_validity,
             "train_samples": arm.get("train_samples", 0), "train_seconds": arm.get("train_seconds", 0.0),
-            "eval_seconds": arm.get("eval_seconds"), "valid": c.valid, "reason": c.gap_change_reason,
+            "eval_seconds": arm.get("eval_seconds"), "valid": c.valid, "reason": c.gap_change_reason, "split": summary.split,
             "base_compliance": c.base_compliance, "tuned_compliance": c.tuned_compliance,
             "compliance_ci_low": c.compliance_ci_low, "compliance_ci_high": c.compliance_ci_high,
             "compliance_q_value": c.compliance_q_value, "base_lc_gap": c.base_length_controlled_gap,
@@ -156,16 +156,25 @@ def _p(value) -> str:
     return "n/a" if value is None or value != value else f"{value:.2g}"
 
 
-def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str]) -> str:
-    """results/consistency/report.md: the arms table (one line per arm and scope), the curve, the command."""
+def render_markdown(
+    table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str], study: str = "consistency"
+) -> str:
+    """results/<study>/report.md of a consistency study: the arms table (one line per arm and scope),
+    the curve, the command; an arm judged on train groups (a calibration) is marked as such."""
+    calibration = "split" in table and bool((table["split"] == "train").any())
+    where = (
+        "Arms marked (train split) are judged on train groups (`eval.split: train`): a calibration of a recipe, not a held-out result."
+        if calibration else "Every arm is evaluated on the same held-out groups, never trained on."
+    )  # fmt: skip
+    title = "Consistency study" if study == "consistency" else f"Study `{study}`"
     lines = [
-        "# Consistency study: the paper's gap on the embedded SmolLM2-135M",
+        f"# {title}: the paper's gap on the embedded SmolLM2-135M",
         "",
-        "Gap = |mean H(woman) − mean H(man)| per held-out group (word entropy of whole answers, nats; paraphrases",
+        f"Gap = |mean H(woman) − mean H(man)| per {'' if calibration else 'held-out '}group (word entropy of whole answers, nats; paraphrases",
         'pooled within each gender), averaged over groups; "change" is tuned − base with a paired bootstrap 95 % CI;',
         "p: paired t-test over groups; q: Benjamini–Hochberg over the overall and per-domain tests of that arm.",
         "Decoding arms compare the base model decoded differently (no training) with the base model at the",
-        "evaluation temperature. Every arm is evaluated on the same held-out groups, never trained on.",
+        f"evaluation temperature. {where}",
         "",
         f"Regenerate: `{command}`",
         "",
@@ -180,6 +189,7 @@ def render_markdown(table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, di
         change = "n/a" if r["tuned_gap"] is None or r["base_gap"] is None else f"{r['tuned_gap'] - r['base_gap']:+.3f}"
         ci = "" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f" [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
         arm = r["arm"] if r["valid"] is not False else f"{r['arm']} (INVALID: > 5 % truncated)"
+        arm = f"{arm} (train split)" if r.get("split") == "train" else arm
         lines.append(
             f"| {arm} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
             f"| {change}{ci} | {_p(r['p_value'])} | {_p(r['q_value'])} "

@@ -79,3 +79,21 @@ def test_seeded_arms_are_tabled_side_by_side_with_the_mean_and_range_of_their_re
     )
     assert not [ln for ln in lines if ln.startswith("| grpo |")]  # one seed: the arms table has it
     assert seed_lines(overall.iloc[:2]) == []
+
+
+def test_an_arm_judged_on_train_groups_is_marked_as_a_calibration(tmp_path):
+    import shutil
+
+    from components.study.report import study_table
+    from tests.conftest import ROOT
+
+    for arm in ("consistency/arms/grpo-compliance-s1", "compliance-calibration/arms/compliance-0.6"):
+        shutil.copytree(ROOT / "results" / arm, tmp_path / arm.rsplit("/", 1)[1])
+    table = study_table(tmp_path, order=["grpo-compliance-s1", "compliance-0.6"])
+    assert set(table.groupby("arm")["split"].first().items()) == {("grpo-compliance-s1", "heldout"), ("compliance-0.6", "train")}
+    text = render_markdown(table, pd.DataFrame(columns=CURVE_COLUMNS), {}, "groupwise study --study calib", [], "calib")
+    assert text.startswith("# Study `calib`: the paper's gap") and "Regenerate: `groupwise study --study calib`" in text
+    assert "Arms marked (train split) are judged on train groups (`eval.split: train`)" in text
+    assert "| compliance-0.6 (train split) | overall | 48 |" in text and "| grpo-compliance-s1 | overall | 104 |" in text
+    held_out = render_markdown(table[table["split"] == "heldout"], pd.DataFrame(columns=CURVE_COLUMNS), {}, "groupwise study", [])
+    assert held_out.startswith("# Consistency study") and "Every arm is evaluated on the same held-out groups" in held_out
