@@ -90,18 +90,18 @@ def select_eval_groups(groups: list[PromptGroup], params: Params) -> tuple[list[
     """The evaluation set: consistency groups of `eval.split` (held out, unless a calibration asks
     for the train split) balanced across domains, and one phrasing per diversity task."""
     split = params.eval.split
-    heldout = [g for g in groups if g.split == split]
+    in_split = [g for g in groups if g.split == split]
     domains = params.eval.domains
-    consistency = interleave_domains(select_groups(heldout, ["consistency"], domains))
+    consistency = interleave_domains(select_groups(in_split, ["consistency"], domains))
     consistency = consistency[: params.eval.max_consistency_groups]
     first_phrasing: dict[str, PromptGroup] = {}
-    for group in heldout:
+    for group in in_split:
         if group.task == "diversity":
             first_phrasing.setdefault(group.domain, group)
     diversity = list(first_phrasing.values())[: params.eval.max_diversity_tasks]
     if not consistency:
         raise EvaluationInputError(
-            f"empty evaluation set: no consistency groups in split {split!r} among {len(groups)} groups ({len(heldout)} in it)"
+            f"empty evaluation set: no consistency groups in split {split!r} among {len(groups)} groups ({len(in_split)} in it)"
         )
     check_eval_set(consistency + diversity, params.eval.gap_axis)
     return consistency, diversity
