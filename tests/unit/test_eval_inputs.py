@@ -245,19 +245,25 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     assert np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"], atol=1e-5)
 
 
-def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_path, monkeypatch):
-    """score_samples on samples.csv as written and read back (an evaluation re-scored without
-    generating again) gives the per-group tables of the evaluation itself."""
+@pytest.fixture
+def stand_in_embeddings(monkeypatch):
+    """A deterministic stand-in embedding per distinct text (the sentence model is not tested here)."""
     import numpy as np
-    import pandas as pd
 
-    from components.evaluation.run import score_samples
-
-    monkeypatch.setattr(  # a deterministic stand-in embedding per distinct text (the sentence model is not tested here)
+    monkeypatch.setattr(
         "components.embeddings.embed",
         lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
         if texts else np.zeros((0, 8), np.float32),
     )  # fmt: skip
+
+
+def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_path, stand_in_embeddings):
+    """score_samples on samples.csv as written and read back (an evaluation re-scored without
+    generating again) gives the per-group tables of the evaluation itself."""
+    import pandas as pd
+
+    from components.evaluation.run import score_samples
+
     params = Params()
     small = {
         "engine": "transformers",
@@ -279,19 +285,12 @@ def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_
         score_samples(params, groups, frames.samples[frames.samples["model"] == "base"])
 
 
-def test_a_calibration_on_train_groups_says_so_and_never_registers(tiny_model_dir, checkpoint, monkeypatch):
+def test_a_calibration_on_train_groups_says_so_and_never_registers(tiny_model_dir, checkpoint, stand_in_embeddings):
     """eval.split: train scores the train groups; metrics.json records the split and notes it first,
-    and the `heldout` gate refuses the model while every other structural gate can still pass."""
-    import numpy as np
-
+    and the `heldout` gate refuses the model."""
     from components.evaluation.run import evaluation_summary
     from components.release.gate import evaluate_gates
 
-    monkeypatch.setattr(  # a deterministic stand-in embedding (the sentence model is not tested here)
-        "components.embeddings.embed",
-        lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
-        if texts else np.zeros((0, 8), np.float32),
-    )  # fmt: skip
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 6,
              "fairness": FairnessConfig(benchmarks=[]), "split": "train"}  # fmt: skip
     params = Params()
