@@ -583,6 +583,11 @@ class StudyConfig(_Section):
         description="diversity report: [arm A, arm B] pairs compared head to head (tuned vs tuned; an arm with seeds as the mean of its seeds)",
     )
     learning_curve_arm: str | None = Field(None, description="arm whose train.snapshot_every adapters are evaluated for the learning curve")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="params sections merged over the profile for every arm, under each arm's own overrides (what the "
+        "study fixes for all its arms and the profile's users need not share, e.g. a smaller capability check)",
+    )
     arms: dict[str, StudyArm] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -107,9 +107,12 @@ class Study:
 
 
 def arm_params(params: Params, study: Study, name: str) -> Params:
-    """The arm's params: its overrides over the study profile, its own checkpoint and report folders."""
+    """The arm's params: the study's overrides, then the arm's, over the study profile; its own
+    checkpoint and report folders."""
     arm = study.config.arms[name]
     folder = f"data/{study.folder}/{name}"
+    if study.config.overrides:
+        params = with_overrides(params, study.config.overrides)
     overrides = arm.overrides
     if arm.start_from is not None:  # the other arm's final adapter (it runs first: StudyConfig checks the order)
         start = f"data/{study.folder}/{arm.start_from}/checkpoints/latest"

@@ -34,7 +34,15 @@ def test_the_fairness_profile_trains_the_study_recipe_and_judges_fairness_not_th
     gate = params.gate
     assert gate.max_discrimination_increase == 0.01 and gate.min_profile_correlation == 0.8  # DiscrimEval judged
     assert gate.max_length_growth == 0.25 and gate.max_compliance_drop == 0.05 and gate.max_validity_drop == 0.05
-    assert not gate.require_significance and gate.min_relative_gap_reduction < -1  # 8 consistency groups: not judged
+    assert not gate.require_significance and gate.min_relative_gap_reduction < -1  # the gap is not what it trains for
+    # a registration is judged on every held-out group and task; the study's arms on its small check
+    assert params.eval.max_consistency_groups == 104 and params.eval.max_diversity_tasks >= 8
+    from flows.study import arm_params, load_study
+
+    study_params, fairness = load_study(ROOT / "params.yaml", "fairness")
+    for arm in ["base", "decision-parity-s1", "planted-to-parity-s3"]:
+        evaluated = arm_params(study_params, fairness, arm).eval
+        assert (evaluated.max_consistency_groups, evaluated.max_diversity_tasks, evaluated.dtype) == (8, 8, "float32")
 
 
 def test_profile_deep_merges_and_paths_resolve(tmp_path):

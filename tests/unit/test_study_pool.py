@@ -138,6 +138,25 @@ def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
     assert waiting_arms(chosen, ["b-s1", "b-s2", "c"]) == {}  # a-s1 and a-s2 have finished
 
 
+def test_study_overrides_apply_to_every_arm_and_the_arms_own_win(tmp_path):
+    """`overrides` of a study are merged over its profile for every arm, then each arm's own; the
+    profile itself (what `make run` registers) keeps its values, and the fingerprint follows the arm's params."""
+    from components.config import load_params
+    from flows.study import arm_fingerprint, arm_params, load_study
+
+    arms = {"a": {}, "b": {"overrides": {"eval": {"max_consistency_groups": 5}}}}
+    mini = {"profile": "tiny", "overrides": {"eval": {"max_consistency_groups": 3, "max_diversity_tasks": 2}}, "arms": arms}
+    project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": mini}})
+    params, chosen = load_study(project / "params.yaml", "mini")
+    a, b = arm_params(params, chosen, "a").eval, arm_params(params, chosen, "b").eval
+    assert (a.max_consistency_groups, a.max_diversity_tasks) == (3, 2)
+    assert (b.max_consistency_groups, b.max_diversity_tasks) == (5, 2)  # the arm's own value wins, the rest is the study's
+    profile = load_params(project / "params.yaml", "tiny").eval
+    assert (profile.max_consistency_groups, profile.max_diversity_tasks) == (6, 3)  # the profile is untouched
+    fingerprints = {arm_fingerprint(arm_params(params, chosen, name), "train") for name in arms}
+    assert len(fingerprints) == 2
+
+
 def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
     """A changed generator count or template builds other groups under the same params: the arm runs
     again. A record from before groups were recorded is judged by its params alone."""
