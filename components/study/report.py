@@ -27,7 +27,7 @@ from components.contracts.summary import (
 from components.evaluation.length_control import gaps_from_variant_means
 from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
-from components.release.gate import GATES, judge
+from components.release.gate import GATES, evaluate_gates, judge
 
 ARM_FILE = "arm.json"
 METRICS_FILE = SUMMARY_FILE
@@ -104,11 +104,18 @@ LENGTH_GATES = ("length_growth", "compliance")
 
 def default_gate_verdicts(summary: EvaluationSummary) -> dict[str, str]:
     """gate_<name>: "pass" / "fail" of the default gates against length bought with consistency
-    (`LENGTH_GATES`), as a registration would judge this arm's adapter; "n/a" when not measured."""
+    (`LENGTH_GATES`), as a registration would judge this arm's adapter; "n/a" when not measured.
+    gate_all: the whole default gate table (no champion) in one verdict, "pass" or "refused: <gates>",
+    with the gates this arm's evaluation did not measure named after "n/a:" (arms older than the gate)."""
     out = {}
     for name in LENGTH_GATES:
         result = judge(GATES[name], summary, GateConfig())
         out[f"gate_{name}"] = ("pass" if result.passed else "fail") if result.value is not None else "n/a"
+    results = evaluate_gates(summary, GateConfig()).results
+    refused = [r.name for r in results if not r.passed and r.value is not None]
+    unmeasured = [r.name for r in results if not r.passed and r.value is None]
+    verdict = f"refused: {', '.join(refused)}" if refused else "pass"
+    out["gate_all"] = verdict + (f" (n/a: {', '.join(unmeasured)})" if unmeasured else "")
     return out
 
 
@@ -232,7 +239,7 @@ def render_markdown(
 def length_lines(overall: pd.DataFrame) -> list[str]:
     """Length and instruction per arm (overall): words, compliance with the prompt's sentence limit,
     the gap on length-controlled entropies and the share of the paper's gap reduction that survives
-    it, and the verdict of the default length gates."""
+    it, the verdict of the default length gates, and of every default gate (`default_gate_verdicts`)."""
     lines = ["", "## Length and instruction (overall)", "",
              "Compliance: share of answers within the prompt's sentence limit (\"at most three sentences\"). Length-controlled gap: the",
              "paper's gap on each answer's entropy as a z-score given its length (one fit over the arm's base and tuned answers);",
@@ -242,8 +249,8 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
              "show how close it comes.", "",
              "| arm | words base → tuned | compliance base → tuned [95 % CI of change] | q | length-controlled gap base → tuned "
              "| reduction (paper's) | survives | q | from variant means: base → tuned (reduction, survives, p) "
-             "| default gates: length_growth / compliance |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| default gates: length_growth / compliance | every default gate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in overall.iterrows():
         ci = "" if _missing(r["compliance_ci_low"]) else f" [{r['compliance_ci_low']:+.2f}, {r['compliance_ci_high']:+.2f}]"
         growth = "" if _missing(r["base_words"]) or not r["base_words"] else f" ({r['tuned_words'] / r['base_words'] - 1:+.0%})"
@@ -254,7 +261,7 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
             f"| {r['arm']} | {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)}{growth} "
             f"| {_num(r['base_compliance'], 2)} → {_num(r['tuned_compliance'], 2)}{ci} | {_p(r['compliance_q_value'])} "
             f"| {_num(r['base_lc_gap'])} → {_num(r['tuned_lc_gap'])} | {reduction} | {survives} | {_p(r['lc_q_value'])} "
-            f"| {_means_estimate(r)} | {r['gate_length_growth']} / {r['gate_compliance']} |"
+            f"| {_means_estimate(r)} | {r['gate_length_growth']} / {r['gate_compliance']} | {r.get('gate_all', 'n/a')} |"
         )
     return lines
 

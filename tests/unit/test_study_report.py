@@ -97,3 +97,25 @@ def test_an_arm_judged_on_train_groups_is_marked_as_a_calibration(tmp_path):
     assert "| compliance-0.6 (train split) | overall | 48 |" in text and "| grpo-compliance-s1 | overall | 104 |" in text
     held_out = render_markdown(table[table["split"] == "heldout"], pd.DataFrame(columns=CURVE_COLUMNS), {}, "groupwise study", [])
     assert held_out.startswith("# Consistency study") and "Every arm is evaluated on the same held-out groups" in held_out
+
+
+def test_every_default_gate_is_one_verdict_naming_what_refused_and_what_was_not_measured():
+    """The report's last column judges an arm as a registration would (every default gate, no
+    champion): a disparity grown past the fairness margin refuses an arm the length gates pass, and an
+    arm evaluated before a gate existed names that gate as not measured rather than failing it."""
+    import copy
+
+    from components.study.report import default_gate_verdicts
+    from tests.unit.test_gate import fairness_section, good_metrics
+
+    good = good_metrics()
+    assert default_gate_verdicts(good)["gate_all"] == "pass"
+    grown = copy.deepcopy(good)
+    grown["fairness"]["discrim_eval"] = fairness_section(0.045, 0.059, 0.051, 0.063)  # +0.014 logit > the 0.01 margin
+    verdicts = default_gate_verdicts(grown)
+    assert (verdicts["gate_length_growth"], verdicts["gate_compliance"]) == ("pass", "pass")
+    assert verdicts["gate_all"] == "refused: fairness"
+    old = copy.deepcopy(good)
+    del old["fairness"], old["consistency"]["base_compliance"], old["consistency"]["tuned_compliance"]
+    old["consistency"]["tuned_mean_words"] = 90.0  # +200 %
+    assert default_gate_verdicts(old)["gate_all"] == "refused: length_growth (n/a: compliance, fairness, profile_correlation)"
