@@ -27,7 +27,7 @@ from components.contracts.summary import (
 from components.evaluation.length_control import gaps_from_variant_means
 from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
-from components.release.gate import GATES, evaluate_gates, judge
+from components.release.gate import evaluate_gates
 
 ARM_FILE = "arm.json"
 METRICS_FILE = SUMMARY_FILE
@@ -107,11 +107,12 @@ def default_gate_verdicts(summary: EvaluationSummary) -> dict[str, str]:
     (`LENGTH_GATES`), as a registration would judge this arm's adapter; "n/a" when not measured.
     gate_all: the whole default gate table (no champion) in one verdict, "pass" or "refused: <gates>",
     with the gates this arm's evaluation did not measure named after "n/a:" (arms older than the gate)."""
+    results = evaluate_gates(summary, GateConfig()).results  # judged once: the length gates are rows of the table
+    by_name = {r.name: r for r in results}
     out = {}
     for name in LENGTH_GATES:
-        result = judge(GATES[name], summary, GateConfig())
+        result = by_name[name]
         out[f"gate_{name}"] = ("pass" if result.passed else "fail") if result.value is not None else "n/a"
-    results = evaluate_gates(summary, GateConfig()).results
     refused = [r.name for r in results if not r.passed and r.value is not None]
     unmeasured = [r.name for r in results if not r.passed and r.value is None]
     verdict = f"refused: {', '.join(refused)}" if refused else "pass"
