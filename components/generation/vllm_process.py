@@ -45,7 +45,9 @@ def _samples(index: int, output) -> list[Sample]:
     return rows
 
 
-def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int] | None, reseed: int | None, lora) -> list:
+def _generate(
+    llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int] | None, reseed: int | None, lora, progress: bool = False
+) -> list:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.lora.request import LoRARequest
@@ -58,11 +60,11 @@ def _generate(llm, prompt_ids: list[list[int]], sampling: dict, seeds: list[int]
         set_random_seed(reseed)
     params = [SamplingParams(**sampling, seed=s) for s in seeds] if seeds is not None else SamplingParams(**sampling)
     request = LoRARequest(*lora) if lora is not None else None
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=False, lora_request=request)
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=progress, lora_request=request)
     return [_samples(i, o) for i, o in enumerate(outputs)]
 
 
-def _choice_logprobs(llm, prompt_ids: list[list[int]], choice_ids: list[int], lora) -> list[list[float]]:
+def _choice_logprobs(llm, prompt_ids: list[list[int]], choice_ids: list[int], lora, progress: bool = False) -> list[list[float]]:
     """log p(choice | prompt) of each choice token at the first generated position: prefill plus one
     greedy step, `SamplingParams(logprob_token_ids=...)` (vLLM's scoring path: the log-softmax of the
     whole vocabulary, gathered at these ids)."""
@@ -72,7 +74,7 @@ def _choice_logprobs(llm, prompt_ids: list[list[int]], choice_ids: list[int], lo
 
     params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(choice_ids))
     request = LoRARequest(*lora) if lora is not None else None
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=False, lora_request=request)
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=x) for x in prompt_ids], params, use_tqdm=progress, lora_request=request)
     rows = []
     for output in outputs:
         first = output.outputs[0].logprobs[0]
@@ -220,20 +222,23 @@ class VllmProcess:
         seeds: list[int] | None = None,
         reseed: int | None = None,
         lora: tuple[str, int, str] | None = None,
+        progress: bool = False,
     ) -> list[list[Sample]]:
         """`SamplingParams(**sampling)` for every prompt, or one per prompt with `seeds[i]`.
 
         `reseed`: reset the engine's global RNG (and its prefix cache) first: requests without
-        seeds draw from it; `lora`: `LoRARequest(name, id, path)` arguments, or None.
+        seeds draw from it; `lora`: `LoRARequest(name, id, path)` arguments, or None; `progress`:
+        vLLM's progress bar on the child's stderr (finished prompts, tokens per second).
         """
-        payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora}
+        payload = {"prompt_ids": prompt_ids, "sampling": sampling, "seeds": seeds, "reseed": reseed, "lora": lora, "progress": progress}
         return self._call("generate", payload)
 
     def choice_logprobs(
-        self, prompt_ids: list[list[int]], choice_ids: list[int], lora: tuple[str, int, str] | None = None
+        self, prompt_ids: list[list[int]], choice_ids: list[int], lora: tuple[str, int, str] | None = None, progress: bool = False
     ) -> list[list[float]]:
         """Per prompt, log p(c | prompt) of every token id c of `choice_ids` (one prefill each, no sampling)."""
-        return self._call("choice_logprobs", {"prompt_ids": prompt_ids, "choice_ids": list(choice_ids), "lora": lora})
+        payload = {"prompt_ids": prompt_ids, "choice_ids": list(choice_ids), "lora": lora, "progress": progress}
+        return self._call("choice_logprobs", payload)
 
     def load_weights(self, named_tensors) -> int:
         """Replace weights of the running engine: `(Hugging Face name, tensor)` pairs, any subset of the

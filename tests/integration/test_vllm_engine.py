@@ -118,11 +118,12 @@ def test_merged_adapter_is_served_by_its_own_engine_from_plain_weights(vllm_engi
         vllm_engine.generate(PROMPTS[:1], SAMPLING, tmp_path)
 
 
-def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, checkpoint, tmp_path):
+def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, checkpoint, tmp_path, capfd):
     """eval.vllm.adapter_mode: lora — one engine, the adapter as a LoRARequest, its rank checked.
 
     This engine also seeds every sample (eval.vllm.seeding: request): a prompt's samples do not
-    depend on the other prompts of the batch.
+    depend on the other prompts of the batch; and it shows vLLM's progress bar only when asked
+    (the evaluation's engines do, rollouts do not), without changing a sample.
     """
     import shutil
 
@@ -136,6 +137,11 @@ def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, ch
         assert tuned != base and not engine._merged
         assert texts(engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
         assert texts(engine.generate(PROMPTS[:1], SAMPLING)) == base[:1]  # per-sample seeds: batch-independent
+        assert "Processed prompts" not in capfd.readouterr().err  # the engine was spawned under capfd: its stderr is here
+        engine.show_progress = True
+        assert texts(engine.generate(PROMPTS, SAMPLING)) == base
+        assert "Processed prompts: 100%|" in capfd.readouterr().err
+        engine.show_progress = False
         adapter = tmp_path / "adapter"
         shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
         config = json.loads((adapter / "adapter_config.json").read_text())

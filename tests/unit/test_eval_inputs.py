@@ -174,13 +174,15 @@ def test_engine_choice_records_a_fallback():
 # --- transformers engine (tiny model) -------------------------------------------------------------
 
 
-def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkpoint):
+def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkpoint, capfd):
     engine, choice = open_engine("transformers", tiny_model_dir, EvalConfig(engine="transformers", batch_size=8), "float32", 0)
     assert choice == EngineChoice("transformers", "transformers")
     cfg = SamplingConfig(n=3, max_new_tokens=6, temperature=1.0, top_p=1.0, seed=5)
     prompts = ["What should I invest in?", "Name a colour."]
+    capfd.readouterr()
     base = engine.generate(prompts, cfg)
     assert [len(row) for row in base] == [3, 3]
+    assert "generate: 100%" in capfd.readouterr().err  # the evaluation's engine shows its progress
     eos = engine._tokenizer.eos_token_id
     for row in base:
         for s in row:
@@ -196,6 +198,10 @@ def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkp
     assert [[s.completion_ids for s in row] for row in tuned] != [[s.completion_ids for s in row] for row in base]
     assert texts(engine.generate(prompts, cfg)) == texts(base)  # adapter disabled for the base model again
     engine.close()
+    quiet = TransformersGenerationEngine(tiny_model_dir, 8, "float32")  # not through the registry: no bar
+    capfd.readouterr()
+    assert texts(quiet.generate(prompts, cfg)) == texts(base)  # the bar changes no sample
+    assert "generate" not in capfd.readouterr().err
 
 
 def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_checkpoint, benchmarks_dir, monkeypatch):
