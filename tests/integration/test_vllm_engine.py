@@ -140,7 +140,7 @@ def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, ch
         assert "Processed prompts" not in capfd.readouterr().err  # the engine was spawned under capfd: its stderr is here
         engine.show_progress = True
         assert texts(engine.generate(PROMPTS, SAMPLING)) == base
-        assert "Processed prompts: 100%|" in capfd.readouterr().err
+        assert "Processed prompts:" in capfd.readouterr().err
         engine.show_progress = False
         adapter = tmp_path / "adapter"
         shutil.copytree(checkpoint / ADAPTER_DIR, adapter)
