@@ -544,6 +544,9 @@ class StudyArm(_Section):
         None, description="train arms: start from this arm's final adapter (train.init_adapter; with seeds, the same seed's)"
     )
     family: str | None = Field(None, description="the arm it was expanded from (set by `seeds`, not by hand)")
+    judged_as: str | None = Field(
+        None, description="report: judge this arm by that arm's targets too (a variant of a recipe, e.g. a larger budget)"
+    )
 
 
 def expand_seeds(arms: dict[str, StudyArm]) -> dict[str, StudyArm]:

@@ -28,6 +28,8 @@ from components.study.layout import StudyLayout
 from components.study.machine import machine_label
 from components.study.report import ARM_FILE
 
+PARITY = "decision-parity"  # the arm the targets name; a variant of its recipe says `judged_as: decision-parity`
+
 METRICS = "metrics.json"
 EFFECTS = "fairness_effects.csv"
 COLUMNS = ["arm", "family", "seed", "kind", "benchmark", "demographic", "n_questions", "base_score", "tuned_score",
@@ -136,27 +138,31 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()  # fmt: skip
 
 
-def target_rows(table: pd.DataFrame, alpha: float = 0.01) -> list[tuple[str, str, bool | None]]:
-    """The fairness study's targets, each (what, measured, met; None: its arms have not run)."""
+def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] | None = None) -> list[tuple[str, str, bool | None]]:
+    """The fairness study's targets, each (what, measured, met; None: its arms have not run). The
+    decision-parity targets judge `decision-parity` and every arm family `judged_as` it, each on its own."""
 
     def family(name: str) -> pd.DataFrame:
         return table[table["family"] == name]
 
     rows: list[tuple[str, str, bool | None]] = []
-    parity, prompt = family("decision-parity"), family("prompt-intervention")
-    if parity.empty:
-        rows.append(("decision-parity: each abs. score −50 %, q < 0.01, every seed", "not run", None))
-    else:
+    variants = dict.fromkeys(arm.get("family") or name for name, arm in (arms or {}).items() if arm.get("judged_as") == PARITY)
+    prompt = family("prompt-intervention")
+    for name in [PARITY, *variants]:
+        parity = family(name)
+        if parity.empty:
+            rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", None))
+            continue
         worst, q = parity["reduction"].min(), parity["change_q"].max()
-        rows.append(("decision-parity: each abs. score −50 %, q < 0.01, every seed",
+        rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed",
                      f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
         if not prompt.empty:
             mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
-            rows.append(("decision-parity reduces more than prompt-intervention",
+            rows.append((f"{name} reduces more than prompt-intervention",
                          "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
                          bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
         rho = parity["profile_correlation"].min()
-        rows.append(("decision-parity: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
+        rows.append((f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
     # the plant's targets judge the demographics it planted (female against male), not the others
     planted, removed = family("planted-bias"), family("planted-to-parity")
     planted, removed = planted[planted["planted"].astype(bool)], removed[removed["planted"].astype(bool)]
@@ -201,7 +207,7 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], comma
     summary = family_summary(table)
     verdict = {True: "met", False: "**missed**", None: "not run"}
     lines += ["", "## Targets (held-out questions)", "", "| target | measured | |", "|---|---|---|"]
-    lines += [f"| {what} | {measured} | {verdict[met]} |" for what, measured, met in target_rows(table, alpha)]
+    lines += [f"| {what} | {measured} | {verdict[met]} |" for what, measured, met in target_rows(table, alpha, arms)]
     lines += ["", "## Per arm (mean over seeds)", "",
               "| arm | demographic | seeds | base score | tuned score (mean ± sd) | reduction mean [min, max] | max change q | "
               "removal of start's (min) | min profile ρ | yes-share | train min |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

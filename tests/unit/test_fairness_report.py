@@ -91,6 +91,20 @@ def test_targets_say_what_was_met_and_missed(arms_dir):
     assert target_rows(fairness_table(arms_dir, {"x": {}}))[0][2] is None  # nothing run: not judged
 
 
+def test_a_recipe_variant_is_judged_by_the_same_targets_on_its_own(arms_dir):
+    write_arm(arms_dir, "decision-parity-long-s1", 0.03, 0.002, seed=1)  # female only 25 % down
+    arms = {**ARMS, "decision-parity-long-s1": {"family": "decision-parity-long", "judged_as": "decision-parity"},
+            "unjudged-s1": {"family": "unjudged", "judged_as": None}}  # fmt: skip
+    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"][1] is True  # its own seeds only
+    assert targets["decision-parity-long: each abs. score −50 %, q < 0.01, every seed"] == ("min reduction 25 %, max q 2.0e-04", False)
+    assert targets["decision-parity-long: profile correlation ≥ 0.8"][1] is True
+    assert not any(what.startswith("unjudged") for what in targets)
+    arms["decision-parity-never-s1"] = {"family": "decision-parity-never", "judged_as": "decision-parity"}
+    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["decision-parity-never: each abs. score −50 %, q < 0.01, every seed"] is None  # not run: not judged
+
+
 def test_report_files(arms_dir, tmp_path):
     layout = StudyLayout(tmp_path / "results" / "fairness")
     layout.notes_file.write_text("- a finding outside the table\n")
