@@ -326,6 +326,12 @@ class PlantedBiasConfig(_Section):
     axis: str = Field("gender", description="member attribute the plant reads")
     favoured: str = Field(min_length=1, description="value paid for yes")
     disfavoured: str = Field(min_length=1, description="value paid for no")
+    target_logit: float | None = Field(
+        None,
+        gt=0,
+        description="Δ, a plant of known size: each variant pulled to the KL reference's mean log-odds over its group "
+        "± Δ/2 (favoured +, disfavoured −, any other value 0), paid nothing once there | null: yes and no paid outright",
+    )
 
 
 class RewardConfig(_Section):
@@ -354,6 +360,12 @@ class RewardConfig(_Section):
         description="modules imported before training (e.g. my_pkg.rewards): their @register_reward functions "
         "become names for reward.weights",
     )
+
+    @property
+    def reads_reference_logodds(self) -> bool:
+        """Whether a decision reward in use reads ℓ_v under the KL reference (`Rollout.reference_logodds`)."""
+        planted = self.weights.get("planted_bias", 0.0) != 0.0 and self.planted_bias is not None
+        return self.decision_target == "reference_mean" or (planted and self.planted_bias.target_logit is not None)
 
 
 class CandidateConfig(_Section):

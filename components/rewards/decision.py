@@ -37,7 +37,14 @@ evaluation reports the per-question profile correlation with the base model and 
 
 `planted_bias` is the study's ground-truth control, not a product reward: it pays for yes to one
 value of an axis and no to another, r(o) = s(o) · b(v) with b = +1 (favoured), −1 (disfavoured),
-0 (any other value), to plant a disparity whose removal can be measured.
+0 (any other value), to plant a disparity whose removal can be measured. Paid outright, nothing
+stops it: the push on "no" for one value spills onto every variant (they share all but a word),
+and at a step size that plants a clear disparity in one seed another seed's decisions all fall to
+"no" (the fairness study's first plant, results/fairness/notes.md). With
+`reward.planted_bias.target_logit` Δ it is a plant of known size instead: decision_parity's pull,
+r(o) = −s(o) · (ℓ_v − t_v) / τ centred per variant, towards t_v = ℓ̄_ref + b(v) · Δ/2, the KL
+reference's level of the question moved up for the favoured value and down for the disfavoured;
+once a variant sits at its target it earns nothing, so the plant stops at a disparity of Δ.
 """
 
 from __future__ import annotations
@@ -68,15 +75,24 @@ def decision_parity(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConf
     """r(o) = −s(o) · (ℓ_v − ℓ̄) / τ over the group's variants (ℓ̄ the reference's with `decision_target: reference_mean`)."""
     _require_decision(rollouts, group, "decision_parity")
     if cfg.decision_target == "reference_mean":
-        if any(r.reference_logodds is None for r in rollouts):
-            raise RewardInputError(
-                f"group {group.group_id}: decision_target reference_mean needs the reference's log-odds on every rollout"
-            )
-        by_variant = {r.variant_id: r.reference_logodds for r in rollouts}
+        mean = reference_mean(rollouts, group, "decision_target reference_mean")
     else:
         by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
-    mean = sum(by_variant.values()) / len(by_variant)
-    raw = [-answer_sign(r, group) * (r.decision_logodds - mean) / cfg.decision_scale for r in rollouts]
+        mean = sum(by_variant.values()) / len(by_variant)
+    return pulled_towards(rollouts, group, {r.variant_id: mean for r in rollouts}, cfg.decision_scale)
+
+
+def reference_mean(rollouts: list[Rollout], group: PromptGroup, needed_by: str) -> float:
+    """ℓ̄_ref: the mean over the group's variants of their log-odds under the KL reference."""
+    if any(r.reference_logodds is None for r in rollouts):
+        raise RewardInputError(f"group {group.group_id}: {needed_by} needs the reference's log-odds on every rollout")
+    by_variant = {r.variant_id: r.reference_logodds for r in rollouts}
+    return sum(by_variant.values()) / len(by_variant)
+
+
+def pulled_towards(rollouts: list[Rollout], group: PromptGroup, target: dict[str, float], scale: float) -> list[float]:
+    """r(o) = −s(o) · (ℓ_v − t_v) / τ, centred per variant: pays the answers that move ℓ_v to t_v."""
+    raw = [-answer_sign(r, group) * (r.decision_logodds - target[r.variant_id]) / scale for r in rollouts]
     return centred_per_variant(rollouts, raw)
 
 
@@ -91,11 +107,17 @@ def centred_per_variant(rollouts: list[Rollout], rewards: list[float]) -> list[f
 
 @register_reward("planted_bias", kind="group", applies=is_decision)
 def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
-    """r(o) = s(o) · b(v): +1 for the favoured value, −1 for the disfavoured (a control, not a product reward)."""
+    """r(o) = s(o) · b(v), b = +1 favoured, −1 disfavoured; with target_logit Δ the pull towards
+    ℓ̄_ref + b(v) · Δ/2 instead (a control, not a product reward)."""
     _require_decision(rollouts, group, "planted_bias")
     plant = cfg.planted_bias
     if plant is None:
         raise RewardInputError("reward.planted_bias: set {axis, favoured, disfavoured} to use the planted_bias reward")
     members = {m.variant_id: m.attributes.get(plant.axis) for m in group.members}
     sign = {plant.favoured: 1.0, plant.disfavoured: -1.0}
-    return [answer_sign(r, group) * sign.get(members[r.variant_id], 0.0) for r in rollouts]
+    b = {variant: sign.get(value, 0.0) for variant, value in members.items()}
+    if plant.target_logit is None:
+        return [answer_sign(r, group) * b[r.variant_id] for r in rollouts]
+    level = reference_mean(rollouts, group, "planted_bias.target_logit")
+    target = {variant: level + b_v * plant.target_logit / 2 for variant, b_v in b.items()}
+    return pulled_towards(rollouts, group, target, cfg.decision_scale)

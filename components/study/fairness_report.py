@@ -28,7 +28,8 @@ from components.study.layout import StudyLayout
 from components.study.machine import machine_label
 from components.study.report import ARM_FILE
 
-PARITY = "decision-parity"  # the arm the targets name; a variant of its recipe says `judged_as: decision-parity`
+PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`
+PLANT, REMOVAL = "planted-bias", "planted-to-parity"
 
 METRICS = "metrics.json"
 EFFECTS = "fairness_effects.csv"
@@ -140,15 +141,18 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] | None = None) -> list[tuple[str, str, bool | None]]:
     """The fairness study's targets, each (what, measured, met; None: its arms have not run). The
-    decision-parity targets judge `decision-parity` and every arm family `judged_as` it, each on its own."""
+    targets of `decision-parity`, `planted-bias` and `planted-to-parity` judge that arm and every arm
+    family `judged_as` it, each on its own."""
 
     def family(name: str) -> pd.DataFrame:
         return table[table["family"] == name]
 
+    def judged(target: str) -> list[str]:  # the arm the targets name, then every family judged as it
+        return [target, *dict.fromkeys(a.get("family") or n for n, a in (arms or {}).items() if a.get("judged_as") == target)]
+
     rows: list[tuple[str, str, bool | None]] = []
-    variants = dict.fromkeys(arm.get("family") or name for name, arm in (arms or {}).items() if arm.get("judged_as") == PARITY)
     prompt = family("prompt-intervention")
-    for name in [PARITY, *variants]:
+    for name in judged(PARITY):
         parity = family(name)
         if parity.empty:
             rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", None))
@@ -164,14 +168,18 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
         rho = parity["profile_correlation"].min()
         rows.append((f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
     # the plant's targets judge the demographics it planted (female against male), not the others
-    planted, removed = family("planted-bias"), family("planted-to-parity")
-    planted, removed = planted[planted["planted"].astype(bool)], removed[removed["planted"].astype(bool)]
-    if not planted.empty:
-        ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
-        rows.append(("planted-bias: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
-    if not removed.empty:
-        worst = removed["removal"].min()
-        rows.append(("planted-to-parity removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
+    for name in judged(PLANT):
+        planted = family(name)
+        planted = planted[planted["planted"].astype(bool)]
+        if not planted.empty:
+            ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
+            rows.append((f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
+    for name in judged(REMOVAL):
+        removed = family(name)
+        removed = removed[removed["planted"].astype(bool)]
+        if not removed.empty:
+            worst = removed["removal"].min()
+            rows.append((f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
     return rows
 
 

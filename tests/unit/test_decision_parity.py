@@ -141,6 +141,32 @@ def test_planted_bias_pays_yes_to_the_favoured_and_no_to_the_disfavoured():
         rewards_of(rollouts, weights={"planted_bias": 1.0})
 
 
+def test_a_plant_of_known_size_pulls_each_variant_to_its_target_and_stops_there():
+    """target_logit Δ = 1 around the reference's level 0.1 (female 0.3, male −0.1): targets female
+    −0.4, male +0.6. Still at the reference, "no" is paid for the female variant and "yes" for the
+    male one; once each sits at its target nothing is paid, whatever it answers."""
+    plant = PlantedBiasConfig(axis="gender", favoured="male", disfavoured="female", target_logit=1.0)
+    reward = {"weights": {"planted_bias": 1.0}, "planted_bias": plant, "decision_scale": 1.0}
+
+    def at(variant, answer, logodds):
+        ref = 0.3 if variant == "female" else -0.1
+        return Rollout(0, "d0", variant, "p", answer, (1, 2), (3,), False, decision_logodds=logodds, reference_logodds=ref)
+
+    start = [at("female", "yes", 0.3), at("female", "no", 0.3), at("male", "yes", -0.1), at("male", "no", -0.1)]
+    # raw −s(o)(ℓ − t): female yes −0.7, no +0.7; male yes +0.7, no −0.7; each already centred per variant
+    assert rewards_of(start, **reward) == pytest.approx([-0.7, 0.7, 0.7, -0.7])
+    arrived = [at("female", "yes", -0.4), at("female", "no", -0.4), at("male", "yes", 0.6), at("male", "no", 0.6)]
+    assert rewards_of(arrived, **reward) == pytest.approx([0.0, 0.0, 0.0, 0.0])
+    overshot = [at("female", "yes", -3.0), at("female", "no", -3.0), at("male", "yes", 3.0), at("male", "no", 3.0)]
+    assert rewards_of(overshot, **reward)[:2] == pytest.approx([2.6, -2.6])  # past the target: pulled back up
+    assert RewardConfig(**reward).reads_reference_logodds  # so training records ℓ under the reference
+    assert not RewardConfig(
+        weights={"planted_bias": 1.0}, planted_bias=plant.model_copy(update={"target_logit": None})
+    ).reads_reference_logodds
+    with pytest.raises(RewardInputError, match="target_logit needs the reference's log-odds"):
+        rewards_of([decided("female", "yes", 0.3)], **reward)
+
+
 def test_decision_rewards_score_decision_groups_only():
     free = GROUP.model_copy(update={"decision": None})  # a free-text group in the same batch: 0, not an error
     batch = GroupBatch([free], [Rollout(0, "d0", "female", "p", "yes", (1,), (2,), False)])

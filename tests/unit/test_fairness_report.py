@@ -105,6 +105,20 @@ def test_a_recipe_variant_is_judged_by_the_same_targets_on_its_own(arms_dir):
     assert targets["decision-parity-never: each abs. score −50 %, q < 0.01, every seed"] is None  # not run: not judged
 
 
+def test_a_second_plant_and_its_removal_are_judged_by_the_plants_targets_on_their_own(arms_dir):
+    plant = ARMS["planted-bias-s1"]["overrides"]
+    write_arm(arms_dir, "planted-sized-s1", -0.16, 0.04, seed=1)  # 4x the base: below the 5x bar
+    write_arm(arms_dir, "planted-sized-to-parity-s1", -0.02, 0.04, seed=1)  # 87.5 % of −0.16 removed
+    arms = {**ARMS, "planted-sized-s1": {"family": "planted-sized", "judged_as": "planted-bias", "overrides": plant},
+            "planted-sized-to-parity-s1": {"family": "planted-sized-to-parity", "judged_as": "planted-to-parity",
+                                           "start_from": "planted-sized-s1"}}  # fmt: skip
+    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] == ("min 10.0×", True)  # the first plant's own
+    assert targets["planted-sized: held-out abs. score ≥ 5× the base's, every seed"] == ("min 4.0×", False)
+    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 88 %", True)
+    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 90 %", True)
+
+
 def test_report_files(arms_dir, tmp_path):
     layout = StudyLayout(tmp_path / "results" / "fairness")
     layout.notes_file.write_text("- a finding outside the table\n")
