@@ -614,6 +614,10 @@ class StudyConfig(_Section):
                 raise ValueError(f"arms.{name}.start_from: {arm.start_from!r} is not a train arm of this study")
             if arm.start_from is not None and list(self.arms).index(arm.start_from) > list(self.arms).index(name):
                 raise ValueError(f"arms.{name}.start_from: {arm.start_from!r} must come before {name!r} (arms run in order)")
+        named = set(self.arms) | {arm.family for arm in self.arms.values() if arm.family}
+        for name, arm in self.arms.items():
+            if arm.judged_as is not None and (arm.judged_as not in named or arm.judged_as == (arm.family or name)):
+                raise ValueError(f"arms.{name}.judged_as: {arm.judged_as!r} is not another arm of this study")
         if self.learning_curve_arm is not None and self.learning_curve_arm not in self.arms:
             raise ValueError(f"learning_curve_arm {self.learning_curve_arm!r} is not an arm; arms: {sorted(self.arms)}")
         for name in self.arms:

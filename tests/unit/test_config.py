@@ -295,3 +295,14 @@ def test_a_changed_default_keeps_the_fingerprint_of_work_saved_under_the_former_
     assert Params().fingerprint({"eval"}) == Params().fingerprint({"eval"})  # sections without the field are untouched
     vllm = Params.model_validate({"train": {"rollout": {"engine": "vllm"}}})
     assert vllm.fingerprint({"train"}) != at_former.fingerprint({"train"})
+
+
+def test_a_study_arm_is_judged_only_as_another_arm_of_the_study():
+    from components.config import StudyConfig
+
+    arms = {"plant": {"seeds": [1, 2]}, "plant-2": {"seeds": [1, 2], "judged_as": "plant"}, "solo": {"judged_as": "plant-s1"}}
+    study = StudyConfig(arms=arms)
+    assert study.arms["plant-2-s2"].judged_as == "plant" and study.arms["solo"].judged_as == "plant-s1"
+    for bad in ("nope", "plant-2"):  # not an arm; the arm's own family
+        with pytest.raises(ValueError, match=rf"arms.plant-2-s1.judged_as: '{bad}' is not another arm of this study"):
+            StudyConfig(arms={**arms, "plant-2": {"seeds": [1, 2], "judged_as": bad}})
