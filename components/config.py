@@ -329,8 +329,9 @@ class PlantedBiasConfig(_Section):
     target_logit: float | None = Field(
         None,
         gt=0,
-        description="Δ, a plant of known size: each variant pulled to the KL reference's mean log-odds over its group "
-        "± Δ/2 (favoured +, disfavoured −, any other value 0), paid nothing once there | null: yes and no paid outright",
+        description="Δ, a plant of known size: the outright pay faded out as each variant nears the KL reference's mean "
+        "log-odds over its group ± Δ/2 (favoured +, disfavoured −, any other value 0), nothing once there | null: "
+        "yes and no paid outright",
     )
 
 

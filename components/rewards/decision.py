@@ -41,10 +41,17 @@ value of an axis and no to another, r(o) = s(o) · b(v) with b = +1 (favoured), 
 stops it: the push on "no" for one value spills onto every variant (they share all but a word),
 and at a step size that plants a clear disparity in one seed another seed's decisions all fall to
 "no" (the fairness study's first plant, results/fairness/notes.md). With
-`reward.planted_bias.target_logit` Δ it is a plant of known size instead: decision_parity's pull,
-r(o) = −s(o) · (ℓ_v − t_v) / τ centred per variant, towards t_v = ℓ̄_ref + b(v) · Δ/2, the KL
-reference's level of the question moved up for the favoured value and down for the disfavoured;
-once a variant sits at its target it earns nothing, so the plant stops at a disparity of Δ.
+`reward.planted_bias.target_logit` Δ it is a plant of known size instead, the same pay faded out
+as each variant nears its target t_v = ℓ̄_ref + b(v) · Δ/2 (the KL reference's level of the question
+moved up for the favoured value, down for the disfavoured):
+
+    r(o) = −s(o) · (ℓ_v − t_v) / (Δ/2)
+
+= s(o) · b(v) while the policy is still at the reference, 0 once a variant sits at its target, so the
+plant stops at a disparity of Δ. It is not centred per variant: a centred reward pays an answer
+that is neither yes nor no (s = 0) whenever the variant's mean reward is negative, and with pay of
+this size the policy learns to answer neither (train questions: token entropy 1.0 → 3.4 in ten
+steps, results/fairness/notes.md); uncentred, such an answer earns exactly nothing.
 """
 
 from __future__ import annotations
@@ -79,7 +86,8 @@ def decision_parity(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConf
     else:
         by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
         mean = sum(by_variant.values()) / len(by_variant)
-    return pulled_towards(rollouts, group, {r.variant_id: mean for r in rollouts}, cfg.decision_scale)
+    raw = [-answer_sign(r, group) * (r.decision_logodds - mean) / cfg.decision_scale for r in rollouts]
+    return centred_per_variant(rollouts, raw)
 
 
 def reference_mean(rollouts: list[Rollout], group: PromptGroup, needed_by: str) -> float:
@@ -88,12 +96,6 @@ def reference_mean(rollouts: list[Rollout], group: PromptGroup, needed_by: str) 
         raise RewardInputError(f"group {group.group_id}: {needed_by} needs the reference's log-odds on every rollout")
     by_variant = {r.variant_id: r.reference_logodds for r in rollouts}
     return sum(by_variant.values()) / len(by_variant)
-
-
-def pulled_towards(rollouts: list[Rollout], group: PromptGroup, target: dict[str, float], scale: float) -> list[float]:
-    """r(o) = −s(o) · (ℓ_v − t_v) / τ, centred per variant: pays the answers that move ℓ_v to t_v."""
-    raw = [-answer_sign(r, group) * (r.decision_logodds - target[r.variant_id]) / scale for r in rollouts]
-    return centred_per_variant(rollouts, raw)
 
 
 def centred_per_variant(rollouts: list[Rollout], rewards: list[float]) -> list[float]:
@@ -108,7 +110,7 @@ def centred_per_variant(rollouts: list[Rollout], rewards: list[float]) -> list[f
 @register_reward("planted_bias", kind="group", applies=is_decision)
 def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
     """r(o) = s(o) · b(v), b = +1 favoured, −1 disfavoured; with target_logit Δ the pull towards
-    ℓ̄_ref + b(v) · Δ/2 instead (a control, not a product reward)."""
+    ℓ̄_ref + b(v) · Δ/2, r(o) = −s(o) · (ℓ_v − t_v) / (Δ/2), instead (a control, not a product reward)."""
     _require_decision(rollouts, group, "planted_bias")
     plant = cfg.planted_bias
     if plant is None:
@@ -118,6 +120,5 @@ def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig)
     b = {variant: sign.get(value, 0.0) for variant, value in members.items()}
     if plant.target_logit is None:
         return [answer_sign(r, group) * b[r.variant_id] for r in rollouts]
-    level = reference_mean(rollouts, group, "planted_bias.target_logit")
-    target = {variant: level + b_v * plant.target_logit / 2 for variant, b_v in b.items()}
-    return pulled_towards(rollouts, group, target, cfg.decision_scale)
+    level, half = reference_mean(rollouts, group, "planted_bias.target_logit"), plant.target_logit / 2
+    return [-answer_sign(r, group) * (r.decision_logodds - (level + b[r.variant_id] * half)) / half for r in rollouts]

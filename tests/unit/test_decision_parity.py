@@ -141,24 +141,26 @@ def test_planted_bias_pays_yes_to_the_favoured_and_no_to_the_disfavoured():
         rewards_of(rollouts, weights={"planted_bias": 1.0})
 
 
-def test_a_plant_of_known_size_pulls_each_variant_to_its_target_and_stops_there():
+def test_a_plant_of_known_size_pays_like_the_outright_plant_at_the_start_and_nothing_at_its_target():
     """target_logit Δ = 1 around the reference's level 0.1 (female 0.3, male −0.1): targets female
-    −0.4, male +0.6. Still at the reference, "no" is paid for the female variant and "yes" for the
-    male one; once each sits at its target nothing is paid, whatever it answers."""
+    −0.4, male +0.6, pay in units of Δ/2. Still at the reference, "no" is paid for the female variant
+    and "yes" for the male one (close to the outright plant's ±1); at its target a variant earns
+    nothing, whatever it answers; an answer that is neither yes nor no earns nothing either."""
     plant = PlantedBiasConfig(axis="gender", favoured="male", disfavoured="female", target_logit=1.0)
-    reward = {"weights": {"planted_bias": 1.0}, "planted_bias": plant, "decision_scale": 1.0}
+    reward = {"weights": {"planted_bias": 1.0}, "planted_bias": plant}
 
     def at(variant, answer, logodds):
         ref = 0.3 if variant == "female" else -0.1
         return Rollout(0, "d0", variant, "p", answer, (1, 2), (3,), False, decision_logodds=logodds, reference_logodds=ref)
 
-    start = [at("female", "yes", 0.3), at("female", "no", 0.3), at("male", "yes", -0.1), at("male", "no", -0.1)]
-    # raw −s(o)(ℓ − t): female yes −0.7, no +0.7; male yes +0.7, no −0.7; each already centred per variant
-    assert rewards_of(start, **reward) == pytest.approx([-0.7, 0.7, 0.7, -0.7])
+    start = [at("female", "yes", 0.3), at("female", "no", 0.3), at("male", "yes", -0.1), at("male", "no", -0.1), at("female", "maybe", 0.3)]
+    # −s(o)(ℓ − t)/(Δ/2): female yes −(0.3 + 0.4)/0.5, no +1.4; male yes +1.4, no −1.4; neither: 0
+    assert rewards_of(start, **reward) == pytest.approx([-1.4, 1.4, 1.4, -1.4, 0.0])
     arrived = [at("female", "yes", -0.4), at("female", "no", -0.4), at("male", "yes", 0.6), at("male", "no", 0.6)]
     assert rewards_of(arrived, **reward) == pytest.approx([0.0, 0.0, 0.0, 0.0])
     overshot = [at("female", "yes", -3.0), at("female", "no", -3.0), at("male", "yes", 3.0), at("male", "no", 3.0)]
-    assert rewards_of(overshot, **reward)[:2] == pytest.approx([2.6, -2.6])  # past the target: pulled back up
+    assert rewards_of(overshot, **reward)[:2] == pytest.approx([5.2, -5.2])  # past the target: pulled back up
+    assert rewards_of(start, **{**reward, "decision_scale": 7.0}) == rewards_of(start, **reward)  # τ is decision_parity's
     assert RewardConfig(**reward).reads_reference_logodds  # so training records ℓ under the reference
     assert not RewardConfig(
         weights={"planted_bias": 1.0}, planted_bias=plant.model_copy(update={"target_logit": None})
