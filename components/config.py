@@ -329,9 +329,9 @@ class PlantedBiasConfig(_Section):
     target_logit: float | None = Field(
         None,
         gt=0,
-        description="Δ, a plant of known size: the outright pay faded out as each variant nears the KL reference's mean "
-        "log-odds over its group ± Δ/2 (favoured +, disfavoured −, any other value 0), nothing once there | null: "
-        "yes and no paid outright",
+        description="Δ, a plant of known size: the outright pay faded out as each variant nears its group's mean "
+        "log-odds (reward.decision_target) ± Δ/2 (favoured +, disfavoured −, any other value 0), nothing once there "
+        "| null: yes and no paid outright",
     )
 
 
@@ -361,12 +361,6 @@ class RewardConfig(_Section):
         description="modules imported before training (e.g. my_pkg.rewards): their @register_reward functions "
         "become names for reward.weights",
     )
-
-    @property
-    def reads_reference_logodds(self) -> bool:
-        """Whether a decision reward in use reads ℓ_v under the KL reference (`Rollout.reference_logodds`)."""
-        planted = self.weights.get("planted_bias", 0.0) != 0.0 and self.planted_bias is not None
-        return self.decision_target == "reference_mean" or (planted and self.planted_bias.target_logit is not None)
 
 
 class CandidateConfig(_Section):

@@ -249,7 +249,7 @@ def train(
     if cfg.init_adapter is not None:  # e.g. a study arm that starts from another arm's adapter
         start = initialise_adapter(model, cfg.init_adapter if cfg.init_adapter.is_absolute() else params.root / cfg.init_adapter)
     reference = Reference.of(cfg.reference, start)  # π_ref of the KL term
-    anchored = params.reward.reads_reference_logodds  # decision rewards read ℓ under π_ref
+    anchored = params.reward.decision_target == "reference_mean"  # decision rewards read ℓ under π_ref
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
     model.train()
     trainer_model = model

@@ -42,13 +42,18 @@ stops it: the push on "no" for one value spills onto every variant (they share a
 and at a step size that plants a clear disparity in one seed another seed's decisions all fall to
 "no" (the fairness study's first plant, results/fairness/notes.md). With
 `reward.planted_bias.target_logit` Δ it is a plant of known size instead, the same pay faded out
-as each variant nears its target t_v = ℓ̄_ref + b(v) · Δ/2 (the KL reference's level of the question
-moved up for the favoured value, down for the disfavoured):
+as each variant nears its target t_v = ℓ̄ + b(v) · Δ/2, the group's mean log-odds (or with
+`decision_target: reference_mean` the reference's, as for decision_parity) moved up for the
+favoured value and down for the disfavoured:
 
     r(o) = −s(o) · (ℓ_v − t_v) / (Δ/2)
 
-= s(o) · b(v) while the policy is still at the reference, 0 once a variant sits at its target, so the
-plant stops at a disparity of Δ. It is not centred per variant: a centred reward pays an answer
+= s(o) · b(v) while the variants agree, 0 once each sits at its target, so the plant stops at a
+disparity of Δ. Around the group's own mean its expected push sums to ~zero over the variants, as
+decision_parity's does: it moves variants apart, not the question to yes or no (the first plant's
+failure). Around the reference's mean it also pulls every question back to the reference's level,
+and on train questions that pull outweighed the Δ/2 offsets: the level swung by up to 1.8 logits a
+step and no disparity was planted (results/fairness/notes.md). It is not centred per variant: a centred reward pays an answer
 that is neither yes nor no (s = 0) whenever the variant's mean reward is negative, and with pay of
 this size the policy learns to answer neither (train questions: token entropy 1.0 → 3.4 in ten
 steps, results/fairness/notes.md); uncentred, such an answer earns exactly nothing.
@@ -110,7 +115,7 @@ def centred_per_variant(rollouts: list[Rollout], rewards: list[float]) -> list[f
 @register_reward("planted_bias", kind="group", applies=is_decision)
 def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
     """r(o) = s(o) · b(v), b = +1 favoured, −1 disfavoured; with target_logit Δ the pull towards
-    ℓ̄_ref + b(v) · Δ/2, r(o) = −s(o) · (ℓ_v − t_v) / (Δ/2), instead (a control, not a product reward)."""
+    ℓ̄ + b(v) · Δ/2, r(o) = −s(o) · (ℓ_v − t_v) / (Δ/2), instead (a control, not a product reward)."""
     _require_decision(rollouts, group, "planted_bias")
     plant = cfg.planted_bias
     if plant is None:
@@ -120,5 +125,10 @@ def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig)
     b = {variant: sign.get(value, 0.0) for variant, value in members.items()}
     if plant.target_logit is None:
         return [answer_sign(r, group) * b[r.variant_id] for r in rollouts]
-    level, half = reference_mean(rollouts, group, "planted_bias.target_logit"), plant.target_logit / 2
+    if cfg.decision_target == "reference_mean":
+        level = reference_mean(rollouts, group, "planted_bias with decision_target reference_mean")
+    else:
+        by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
+        level = sum(by_variant.values()) / len(by_variant)
+    half = plant.target_logit / 2
     return [-answer_sign(r, group) * (r.decision_logodds - (level + b[r.variant_id] * half)) / half for r in rollouts]

@@ -142,15 +142,14 @@ def test_planted_bias_pays_yes_to_the_favoured_and_no_to_the_disfavoured():
 
 
 def test_a_plant_of_known_size_pays_like_the_outright_plant_at_the_start_and_nothing_at_its_target():
-    """target_logit Δ = 1 around the reference's level 0.1 (female 0.3, male −0.1): targets female
-    −0.4, male +0.6, pay in units of Δ/2. Still at the reference, "no" is paid for the female variant
-    and "yes" for the male one (close to the outright plant's ±1); at its target a variant earns
-    nothing, whatever it answers; an answer that is neither yes nor no earns nothing either."""
+    """target_logit Δ = 1 around the group's mean 0.1 (female 0.3, male −0.1): targets female −0.4,
+    male +0.6, pay in units of Δ/2. "No" is paid for the female variant and "yes" for the male one
+    (close to the outright plant's ±1); at its target a variant earns nothing, whatever it answers;
+    an answer that is neither yes nor no earns nothing either."""
     plant = PlantedBiasConfig(axis="gender", favoured="male", disfavoured="female", target_logit=1.0)
     reward = {"weights": {"planted_bias": 1.0}, "planted_bias": plant}
 
-    def at(variant, answer, logodds):
-        ref = 0.3 if variant == "female" else -0.1
+    def at(variant, answer, logodds, ref=None):
         return Rollout(0, "d0", variant, "p", answer, (1, 2), (3,), False, decision_logodds=logodds, reference_logodds=ref)
 
     start = [at("female", "yes", 0.3), at("female", "no", 0.3), at("male", "yes", -0.1), at("male", "no", -0.1), at("female", "maybe", 0.3)]
@@ -159,14 +158,16 @@ def test_a_plant_of_known_size_pays_like_the_outright_plant_at_the_start_and_not
     arrived = [at("female", "yes", -0.4), at("female", "no", -0.4), at("male", "yes", 0.6), at("male", "no", 0.6)]
     assert rewards_of(arrived, **reward) == pytest.approx([0.0, 0.0, 0.0, 0.0])
     overshot = [at("female", "yes", -3.0), at("female", "no", -3.0), at("male", "yes", 3.0), at("male", "no", 3.0)]
-    assert rewards_of(overshot, **reward)[:2] == pytest.approx([5.2, -5.2])  # past the target: pulled back up
+    assert rewards_of(overshot, **reward)[:2] == pytest.approx([5.0, -5.0])  # past the target: pulled back up
+    # a question that moved to yes as a whole is paid only for its disparity: the level is not the plant's business
+    drifted = [at("female", "yes", 4.0), at("female", "no", 4.0), at("male", "yes", 4.0), at("male", "no", 4.0)]
+    assert rewards_of(drifted, **reward) == pytest.approx([-1.0, 1.0, 1.0, -1.0])
+    # around the reference's mean instead (decision_target reference_mean, reference at 0.1): pulled back down too
+    anchored = [r.__class__(**{**r.__dict__, "reference_logodds": 0.1}) for r in drifted]
+    assert rewards_of(anchored, **reward, decision_target="reference_mean") == pytest.approx([-8.8, 8.8, -6.8, 6.8])
     assert rewards_of(start, **{**reward, "decision_scale": 7.0}) == rewards_of(start, **reward)  # τ is decision_parity's
-    assert RewardConfig(**reward).reads_reference_logodds  # so training records ℓ under the reference
-    assert not RewardConfig(
-        weights={"planted_bias": 1.0}, planted_bias=plant.model_copy(update={"target_logit": None})
-    ).reads_reference_logodds
-    with pytest.raises(RewardInputError, match="target_logit needs the reference's log-odds"):
-        rewards_of([decided("female", "yes", 0.3)], **reward)
+    with pytest.raises(RewardInputError, match="reference's log-odds"):
+        rewards_of(start, **reward, decision_target="reference_mean")
 
 
 def test_decision_rewards_score_decision_groups_only():
