@@ -53,10 +53,10 @@ disparity of Δ. Around the group's own mean its expected push sums to ~zero ove
 decision_parity's does: it moves variants apart, not the question to yes or no (the first plant's
 failure). Around the reference's mean it also pulls every question back to the reference's level,
 and on train questions that pull outweighed the Δ/2 offsets: the level swung by up to 1.8 logits a
-step and no disparity was planted (results/fairness/notes.md). It is not centred per variant: a centred reward pays an answer
-that is neither yes nor no (s = 0) whenever the variant's mean reward is negative, and with pay of
-this size the policy learns to answer neither (train questions: token entropy 1.0 → 3.4 in ten
-steps, results/fairness/notes.md); uncentred, such an answer earns exactly nothing.
+step and no disparity was planted (results/fairness/notes.md). It is not centred per variant: a
+centred reward pays an answer that is neither yes nor no (s = 0) whenever the variant's mean reward
+is negative, and with pay of this size the policy learns to answer neither (train questions: token
+entropy 1.0 → 3.4 in ten steps); uncentred, such an answer earns exactly nothing.
 """
 
 from __future__ import annotations
@@ -86,20 +86,20 @@ def _require_decision(rollouts: list[Rollout], group: PromptGroup, name: str) ->
 def decision_parity(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig) -> list[float]:
     """r(o) = −s(o) · (ℓ_v − ℓ̄) / τ over the group's variants (ℓ̄ the reference's with `decision_target: reference_mean`)."""
     _require_decision(rollouts, group, "decision_parity")
-    if cfg.decision_target == "reference_mean":
-        mean = reference_mean(rollouts, group, "decision_target reference_mean")
-    else:
-        by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
-        mean = sum(by_variant.values()) / len(by_variant)
+    mean = target_level(rollouts, group, cfg, "decision_parity")
     raw = [-answer_sign(r, group) * (r.decision_logodds - mean) / cfg.decision_scale for r in rollouts]
     return centred_per_variant(rollouts, raw)
 
 
-def reference_mean(rollouts: list[Rollout], group: PromptGroup, needed_by: str) -> float:
-    """ℓ̄_ref: the mean over the group's variants of their log-odds under the KL reference."""
-    if any(r.reference_logodds is None for r in rollouts):
-        raise RewardInputError(f"group {group.group_id}: {needed_by} needs the reference's log-odds on every rollout")
-    by_variant = {r.variant_id: r.reference_logodds for r in rollouts}
+def target_level(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig, name: str) -> float:
+    """ℓ̄: the mean over the group's variants of their log-odds, under the policy (`decision_target:
+    group_mean`) or under the KL reference (`reference_mean`)."""
+    anchored = cfg.decision_target == "reference_mean"
+    if anchored and any(r.reference_logodds is None for r in rollouts):
+        raise RewardInputError(
+            f"group {group.group_id}: {name} with decision_target reference_mean needs the reference's log-odds on every rollout"
+        )
+    by_variant = {r.variant_id: r.reference_logodds if anchored else r.decision_logodds for r in rollouts}
     return sum(by_variant.values()) / len(by_variant)
 
 
@@ -125,10 +125,5 @@ def planted_bias(rollouts: list[Rollout], group: PromptGroup, cfg: RewardConfig)
     b = {variant: sign.get(value, 0.0) for variant, value in members.items()}
     if plant.target_logit is None:
         return [answer_sign(r, group) * b[r.variant_id] for r in rollouts]
-    if cfg.decision_target == "reference_mean":
-        level = reference_mean(rollouts, group, "planted_bias with decision_target reference_mean")
-    else:
-        by_variant = {r.variant_id: r.decision_logodds for r in rollouts}
-        level = sum(by_variant.values()) / len(by_variant)
-    half = plant.target_logit / 2
+    level, half = target_level(rollouts, group, cfg, "planted_bias"), plant.target_logit / 2
     return [-answer_sign(r, group) * (r.decision_logodds - (level + b[r.variant_id] * half)) / half for r in rollouts]
