@@ -140,7 +140,7 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] | None = None) -> list[tuple[str, str, bool | None]]:
-    """The fairness study's targets, each (what, measured, met; None: its arms have not run). The
+    """The fairness study's targets, each (what, measured, met; None: not every seed has run). The
     targets of `decision-parity`, `planted-bias` and `planted-to-parity` judge that arm and every arm
     family `judged_as` it, each on its own."""
 
@@ -150,6 +150,12 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
     def judged(target: str) -> list[str]:  # the arm the targets name, then every family judged as it
         return [target, *dict.fromkeys(a.get("family") or n for n, a in (arms or {}).items() if a.get("judged_as") == target)]
 
+    def row(frame: pd.DataFrame, what: str, measured: str, met: bool) -> tuple[str, str, bool | None]:
+        """A target says "every seed": judged only once every seed the study lists for the family has run."""
+        listed = sum((a.get("family") or n) == frame["family"].iloc[0] for n, a in (arms or {}).items())
+        run = frame["arm"].nunique()
+        return (what, f"{run} of {listed} seeds run: {measured}", None) if run < listed else (what, measured, met)
+
     rows: list[tuple[str, str, bool | None]] = []
     prompt = family("prompt-intervention")
     for name in judged(PARITY):
@@ -158,28 +164,28 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
             rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", None))
             continue
         worst, q = parity["reduction"].min(), parity["change_q"].max()
-        rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed",
-                     f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
+        rows.append(row(parity, f"{name}: each abs. score −50 %, q < 0.01, every seed",
+                        f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
         if not prompt.empty:
             mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
-            rows.append((f"{name} reduces more than prompt-intervention",
-                         "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
-                         bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
+            rows.append(row(parity, f"{name} reduces more than prompt-intervention",
+                            "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
+                            bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
         rho = parity["profile_correlation"].min()
-        rows.append((f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
+        rows.append(row(parity, f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
     # the plant's targets judge the demographics it planted (female against male), not the others
     for name in judged(PLANT):
         planted = family(name)
         planted = planted[planted["planted"].astype(bool)]
         if not planted.empty:
             ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
-            rows.append((f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
+            rows.append(row(planted, f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
     for name in judged(REMOVAL):
         removed = family(name)
         removed = removed[removed["planted"].astype(bool)]
         if not removed.empty:
             worst = removed["removal"].min()
-            rows.append((f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
+            rows.append(row(removed, f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
     return rows
 
 
@@ -213,9 +219,10 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], comma
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
     summary = family_summary(table)
-    verdict = {True: "met", False: "**missed**", None: "not run"}
+    verdict = {True: "met", False: "**missed**"}
     lines += ["", "## Targets (held-out questions)", "", "| target | measured | |", "|---|---|---|"]
-    lines += [f"| {what} | {measured} | {verdict[met]} |" for what, measured, met in target_rows(table, alpha, arms)]
+    lines += [f"| {what} | {measured} | {verdict.get(met, 'not run' if measured == 'not run' else 'incomplete')} |"
+              for what, measured, met in target_rows(table, alpha, arms)]  # fmt: skip
     lines += ["", "## Per arm (mean over seeds)", "",
               "| arm | demographic | seeds | base score | tuned score (mean ± sd) | reduction mean [min, max] | max change q | "
               "removal of start's (min) | min profile ρ | yes-share | train min |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

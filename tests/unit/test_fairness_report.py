@@ -117,6 +117,16 @@ def test_a_second_plant_and_its_removal_are_judged_by_the_plants_targets_on_thei
     assert targets["planted-sized: held-out abs. score ≥ 5× the base's, every seed"] == ("min 4.0×", False)
     assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 88 %", True)
     assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 90 %", True)
+    arms["planted-sized-to-parity-s2"] = {"family": "planted-sized-to-parity", "judged_as": "planted-to-parity"}  # listed, not run
+    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("1 of 2 seeds run: min 88 %", None)
+
+
+def test_a_target_over_every_seed_is_not_called_met_before_every_seed_has_run(arms_dir, tmp_path):
+    arms = {**ARMS, "planted-to-parity-s2": {"family": "planted-to-parity", "start_from": "planted-bias-s1"}}
+    page = write_fairness_report("fairness", StudyLayout(tmp_path / "results" / "fairness"), arms, "cmd").read_text()
+    assert "| planted-to-parity removes ≥ 80 % of the plant, every seed | 1 of 2 seeds run: min 90 % | incomplete |" in page
+    assert "| planted-bias: held-out abs. score ≥ 5× the base's, every seed | min 10.0× | met |" in page
 
 
 def test_report_files(arms_dir, tmp_path):
