@@ -150,9 +150,9 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
     def judged(target: str) -> list[str]:  # the arm the targets name, then every family judged as it
         return [target, *dict.fromkeys(a.get("family") or n for n, a in (arms or {}).items() if a.get("judged_as") == target)]
 
-    def row(frame: pd.DataFrame, what: str, measured: str, met: bool) -> tuple[str, str, bool | None]:
-        """A target says "every seed": judged only once every seed the study lists for the family has run."""
-        listed = sum((a.get("family") or n) == frame["family"].iloc[0] for n, a in (arms or {}).items())
+    def row(name: str, frame: pd.DataFrame, what: str, measured: str, met: bool) -> tuple[str, str, bool | None]:
+        """A target says "every seed": judged only once every seed the study lists for family `name` has run."""
+        listed = sum((a.get("family") or n) == name for n, a in (arms or {}).items())
         run = frame["arm"].nunique()
         return (what, f"{run} of {listed} seeds run: {measured}", None) if run < listed else (what, measured, met)
 
@@ -164,28 +164,30 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
             rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", None))
             continue
         worst, q = parity["reduction"].min(), parity["change_q"].max()
-        rows.append(row(parity, f"{name}: each abs. score −50 %, q < 0.01, every seed",
+        rows.append(row(name, parity, f"{name}: each abs. score −50 %, q < 0.01, every seed",
                         f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
         if not prompt.empty:
             mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
-            rows.append(row(parity, f"{name} reduces more than prompt-intervention",
+            rows.append(row(name, parity, f"{name} reduces more than prompt-intervention",
                             "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
                             bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
         rho = parity["profile_correlation"].min()
-        rows.append(row(parity, f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
+        rows.append(row(name, parity, f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
     # the plant's targets judge the demographics it planted (female against male), not the others
     for name in judged(PLANT):
         planted = family(name)
         planted = planted[planted["planted"].astype(bool)]
         if not planted.empty:
             ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
-            rows.append(row(planted, f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5)))
+            rows.append(
+                row(name, planted, f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5))
+            )
     for name in judged(REMOVAL):
         removed = family(name)
         removed = removed[removed["planted"].astype(bool)]
         if not removed.empty:
             worst = removed["removal"].min()
-            rows.append(row(removed, f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
+            rows.append(row(name, removed, f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
     return rows
 
 
