@@ -43,7 +43,7 @@ from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
 from components.study.layout import StudyLayout
 from components.study.machine import machine_label
-from components.study.report import ARM_FILE
+from components.study.report import ARM_FILE, arm_family
 
 TASKS_FILE = "per_group_diversity.csv"
 FAMILY_LABELS = {"list": "list selection", "count": "constrained counting", "arith": "arithmetic"}
@@ -95,11 +95,6 @@ def load_arms(arms_dir: Path, order: list[str]) -> dict[str, pd.DataFrame]:
             frame = pd.read_csv(folder / TASKS_FILE)
             found[name] = frame.assign(family=frame["domain"].map(family))
     return found
-
-
-def arm_family(name: str, arm: dict) -> str:
-    """The arm a seed arm was expanded from (`StudyArm.family`), else the arm itself."""
-    return arm.get("family") or name
 
 
 def finished_arms(arms_dir: Path, arms: dict[str, dict]) -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:

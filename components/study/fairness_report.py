@@ -26,7 +26,7 @@ from components.contracts.atomic import atomic_write_text
 from components.evaluation.statistics import benjamini_hochberg, paired_test
 from components.study.layout import StudyLayout
 from components.study.machine import machine_label
-from components.study.report import ARM_FILE
+from components.study.report import ARM_FILE, arm_family
 
 PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`
 PLANT, REMOVAL = "planted-bias", "planted-to-parity"
@@ -148,11 +148,11 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
         return table[table["family"] == name]
 
     def judged(target: str) -> list[str]:  # the arm the targets name, then every family judged as it
-        return [target, *dict.fromkeys(a.get("family") or n for n, a in (arms or {}).items() if a.get("judged_as") == target)]
+        return [target, *dict.fromkeys(arm_family(n, a) for n, a in (arms or {}).items() if a.get("judged_as") == target)]
 
     def row(name: str, frame: pd.DataFrame, what: str, measured: str, met: bool) -> tuple[str, str, bool | None]:
         """A target says "every seed": judged only once every seed the study lists for family `name` has run."""
-        listed = sum((a.get("family") or n) == name for n, a in (arms or {}).items())
+        listed = sum(arm_family(n, a) == name for n, a in (arms or {}).items())
         run = frame["arm"].nunique()
         return (what, f"{run} of {listed} seeds run: {measured}", None) if run < listed else (what, measured, met)
 

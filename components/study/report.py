@@ -35,6 +35,11 @@ CURVE_FILE = "learning_curve.csv"
 CURVE_COLUMNS = ["arm", "step", "samples", "scope", "base_gap", "tuned_gap", "ci_low", "ci_high", "q_value"]
 
 
+def arm_family(name: str, arm: dict) -> str:
+    """The arm a seed arm was expanded from (`StudyArm.family`), else the arm itself."""
+    return arm.get("family") or name
+
+
 def _scopes(consistency: ConsistencySummary) -> dict[str, DomainTest | ConsistencySummary]:
     return {**consistency.per_domain, "overall": consistency}
 
@@ -58,7 +63,7 @@ def arm_rows(arm_dir: Path) -> list[dict]:
     rows = []
     for scope, r in _scopes(c).items():
         rows.append({
-            "arm": arm["name"], "family": arm.get("family") or arm["name"], "kind": arm["kind"], "scope": scope, "n_groups": r.n_groups,
+            "arm": arm["name"], "family": arm_family(arm["name"], arm), "kind": arm["kind"], "scope": scope, "n_groups": r.n_groups,
             "base_gap": r.base_mean_gap, "tuned_gap": r.tuned_mean_gap,
             "relative_reduction": r.relative_gap_reduction, "ci_low": r.ci_low,
             "ci_high": r.ci_high, "p_value": r.p_value, "q_value": r.q_value,
