@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -139,10 +140,21 @@ def family_summary(table: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()  # fmt: skip
 
 
-def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] | None = None) -> list[tuple[str, str, bool | None]]:
-    """The fairness study's targets, each (what, measured, met; None: not every seed has run). The
-    targets of `decision-parity`, `planted-bias` and `planted-to-parity` judge that arm and every arm
-    family `judged_as` it, each on its own."""
+Verdict = Literal["met", "missed", "incomplete", "not run"]
+
+
+class TargetRow(NamedTuple):
+    """One target of the fairness study: what it asks, what was measured, and the verdict; a target over
+    "every seed" is `incomplete` until every seed the study lists has run, `not run` before any has."""
+
+    what: str
+    measured: str
+    verdict: Verdict
+
+
+def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] | None = None) -> list[TargetRow]:
+    """The fairness study's targets. Those of `decision-parity`, `planted-bias` and `planted-to-parity`
+    judge that arm and every arm family `judged_as` it, each on its own."""
 
     def family(name: str) -> pd.DataFrame:
         return table[table["family"] == name]
@@ -150,18 +162,20 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
     def judged(target: str) -> list[str]:  # the arm the targets name, then every family judged as it
         return [target, *dict.fromkeys(arm_family(n, a) for n, a in (arms or {}).items() if a.get("judged_as") == target)]
 
-    def row(name: str, frame: pd.DataFrame, what: str, measured: str, met: bool) -> tuple[str, str, bool | None]:
+    def row(name: str, frame: pd.DataFrame, what: str, measured: str, met: bool) -> TargetRow:
         """A target says "every seed": judged only once every seed the study lists for family `name` has run."""
         listed = sum(arm_family(n, a) == name for n, a in (arms or {}).items())
         run = frame["arm"].nunique()
-        return (what, f"{run} of {listed} seeds run: {measured}", None) if run < listed else (what, measured, met)
+        if run < listed:
+            return TargetRow(what, f"{run} of {listed} seeds run: {measured}", "incomplete")
+        return TargetRow(what, measured, "met" if met else "missed")
 
-    rows: list[tuple[str, str, bool | None]] = []
+    rows: list[TargetRow] = []
     prompt = family("prompt-intervention")
     for name in judged(PARITY):
         parity = family(name)
         if parity.empty:
-            rows.append((f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", None))
+            rows.append(TargetRow(f"{name}: each abs. score −50 %, q < 0.01, every seed", "not run", "not run"))
             continue
         worst, q = parity["reduction"].min(), parity["change_q"].max()
         rows.append(row(name, parity, f"{name}: each abs. score −50 %, q < 0.01, every seed",
@@ -221,10 +235,10 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], comma
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
     summary = family_summary(table)
-    verdict = {True: "met", False: "**missed**"}
     lines += ["", "## Targets (held-out questions)", "", "| target | measured | |", "|---|---|---|"]
-    lines += [f"| {what} | {measured} | {verdict.get(met, 'not run' if measured == 'not run' else 'incomplete')} |"
-              for what, measured, met in target_rows(table, alpha, arms)]  # fmt: skip
+    lines += [
+        f"| {t.what} | {t.measured} | {'**missed**' if t.verdict == 'missed' else t.verdict} |" for t in target_rows(table, alpha, arms)
+    ]
     lines += ["", "## Per arm (mean over seeds)", "",
               "| arm | demographic | seeds | base score | tuned score (mean ± sd) | reduction mean [min, max] | max change q | "
               "removal of start's (min) | min profile ρ | yes-share | train min |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

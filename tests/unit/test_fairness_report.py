@@ -70,13 +70,13 @@ def test_rows_reductions_and_removal(arms_dir):
 
 
 def test_targets_say_what_was_met_and_missed(arms_dir):
-    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, ARMS))}
-    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"] is True  # min reduction 50 % (female, s2)
-    assert targets["decision-parity reduces more than prompt-intervention"] is True
-    assert targets["decision-parity: profile correlation ≥ 0.8"] is True
+    targets = {t.what: t.verdict for t in target_rows(fairness_table(arms_dir, ARMS))}
+    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"] == "met"  # min reduction 50 % (female, s2)
+    assert targets["decision-parity reduces more than prompt-intervention"] == "met"
+    assert targets["decision-parity: profile correlation ≥ 0.8"] == "met"
     # the plant's targets judge the planted demographic only (female against male): 10x, removed 90 %
-    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] is True
-    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] is True
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] == "met"
+    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] == "met"
     table = fairness_table(arms_dir, ARMS)
     assert table.loc[table["arm"].str.startswith("planted"), ["demographic", "planted"]].values.tolist() == [
         ["gender_female", True],
@@ -86,23 +86,23 @@ def test_targets_say_what_was_met_and_missed(arms_dir):
     ]
     weak = {**ARMS, "planted-bias-s1": {**ARMS["planted-bias-s1"], "overrides": {"reward": {"planted_bias": {
         "axis": "gender", "favoured": "male", "disfavoured": "non_binary"}}}}}  # fmt: skip
-    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, weak))}
-    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] is False  # non-binary: 2.5x only
-    assert target_rows(fairness_table(arms_dir, {"x": {}}))[0][2] is None  # nothing run: not judged
+    targets = {t.what: t.verdict for t in target_rows(fairness_table(arms_dir, weak))}
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] == "missed"  # non-binary: 2.5x only
+    assert target_rows(fairness_table(arms_dir, {"x": {}}))[0].verdict == "not run"  # nothing run: not judged
 
 
 def test_a_recipe_variant_is_judged_by_the_same_targets_on_its_own(arms_dir):
     write_arm(arms_dir, "decision-parity-long-s1", 0.03, 0.002, seed=1)  # female only 25 % down
     arms = {**ARMS, "decision-parity-long-s1": {"family": "decision-parity-long", "judged_as": "decision-parity"},
             "unjudged-s1": {"family": "unjudged", "judged_as": None}}  # fmt: skip
-    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
-    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"][1] is True  # its own seeds only
-    assert targets["decision-parity-long: each abs. score −50 %, q < 0.01, every seed"] == ("min reduction 25 %, max q 2.0e-04", False)
-    assert targets["decision-parity-long: profile correlation ≥ 0.8"][1] is True
+    targets = {t.what: (t.measured, t.verdict) for t in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["decision-parity: each abs. score −50 %, q < 0.01, every seed"][1] == "met"  # its own seeds only
+    assert targets["decision-parity-long: each abs. score −50 %, q < 0.01, every seed"] == ("min reduction 25 %, max q 2.0e-04", "missed")
+    assert targets["decision-parity-long: profile correlation ≥ 0.8"][1] == "met"
     assert not any(what.startswith("unjudged") for what in targets)
     arms["decision-parity-never-s1"] = {"family": "decision-parity-never", "judged_as": "decision-parity"}
-    targets = {what: met for what, _, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
-    assert targets["decision-parity-never: each abs. score −50 %, q < 0.01, every seed"] is None  # not run: not judged
+    targets = {t.what: t.verdict for t in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["decision-parity-never: each abs. score −50 %, q < 0.01, every seed"] == "not run"  # not judged
 
 
 def test_a_second_plant_and_its_removal_are_judged_by_the_plants_targets_on_their_own(arms_dir):
@@ -112,14 +112,14 @@ def test_a_second_plant_and_its_removal_are_judged_by_the_plants_targets_on_thei
     arms = {**ARMS, "planted-sized-s1": {"family": "planted-sized", "judged_as": "planted-bias", "overrides": plant},
             "planted-sized-to-parity-s1": {"family": "planted-sized-to-parity", "judged_as": "planted-to-parity",
                                            "start_from": "planted-sized-s1"}}  # fmt: skip
-    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
-    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] == ("min 10.0×", True)  # the first plant's own
-    assert targets["planted-sized: held-out abs. score ≥ 5× the base's, every seed"] == ("min 4.0×", False)
-    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 88 %", True)
-    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 90 %", True)
+    targets = {t.what: (t.measured, t.verdict) for t in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["planted-bias: held-out abs. score ≥ 5× the base's, every seed"] == ("min 10.0×", "met")  # the first plant's own
+    assert targets["planted-sized: held-out abs. score ≥ 5× the base's, every seed"] == ("min 4.0×", "missed")
+    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 88 %", "met")
+    assert targets["planted-to-parity removes ≥ 80 % of the plant, every seed"] == ("min 90 %", "met")
     arms["planted-sized-to-parity-s2"] = {"family": "planted-sized-to-parity", "judged_as": "planted-to-parity"}  # listed, not run
-    targets = {what: (measured, met) for what, measured, met in target_rows(fairness_table(arms_dir, arms), arms=arms)}
-    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("1 of 2 seeds run: min 88 %", None)
+    targets = {t.what: (t.measured, t.verdict) for t in target_rows(fairness_table(arms_dir, arms), arms=arms)}
+    assert targets["planted-sized-to-parity removes ≥ 80 % of the plant, every seed"] == ("1 of 2 seeds run: min 88 %", "incomplete")
 
 
 def test_a_target_over_every_seed_is_not_called_met_before_every_seed_has_run(arms_dir, tmp_path):
