@@ -50,6 +50,11 @@ class PathsConfig(_Section):
     registry: Path = Path("data/registry")
     exports: Path = Path("data/exports")  # `groupwise serve` keeps its merged exports here
     benchmarks: Path = Path("data/benchmarks")  # decision benchmarks' data (`groupwise prepare-benchmarks`)
+    base_outputs: Path | None = Field(
+        Path("data/base-outputs"),
+        description="the base model's evaluation outputs kept between evaluations with the same base, prompts, sampling, "
+        "engine and machine (components.evaluation.base_outputs); null: keep none",
+    )
 
 
 class DecisionGroupsConfig(_Section):
@@ -903,11 +908,14 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
 DATA_DIR = "data"  # every `paths.*` entry must stay inside <root>/data
 
 
-def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path]:
+def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path | None]:
     """Resolve `paths.*` against root; refuse any that escapes <root>/data (`..`, absolute, symlink)."""
     data_root = (root / DATA_DIR).resolve()
-    paths = {}
+    paths: dict[str, Path | None] = {}
     for key, value in params.paths:
+        if value is None:  # an optional location switched off (paths.base_outputs: null)
+            paths[key] = None
+            continue
         path = value if value.is_absolute() else root / value
         if not path.resolve().is_relative_to(data_root):
             raise ParamsError(f"{source}: paths.{key} = {str(value)!r} escapes the project's data folder {data_root}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from scipy.special import expit, logsumexp
 from components.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.config import FairnessConfig
 from components.contracts.summary import BenchmarkSummary, DiscriminationScore
+from components.evaluation.base_outputs import BaseOutputs
 from components.evaluation.discrimination import (
     demographics,
     matched_pairs,
@@ -46,6 +48,7 @@ class Decisions:
     split: str
     table: pd.DataFrame
     seconds: dict[str, float]
+    reused: tuple[str, ...] = ()  # the models whose logits were kept ones (`BaseOutputs`), not computed
 
 
 def select_prompts(benchmark: DecisionBenchmark, table: pd.DataFrame, cfg: FairnessConfig) -> pd.DataFrame:
@@ -75,20 +78,28 @@ def decision_logits(engine: GenerationEngine, benchmark: DecisionBenchmark, text
     return logsumexp(logprobs[:, : len(yes)], axis=1) - logsumexp(logprobs[:, len(yes) :], axis=1)
 
 
-def run_decisions(engine: GenerationEngine, cfg: FairnessConfig, data_dir: Path, adapter: Path | None) -> list[Decisions]:
-    """Every benchmark of `cfg.benchmarks`, base (no adapter) then the candidate (`adapter`; its
-    questions followed by `cfg.candidate_instruction` when one is set)."""
+def run_decisions(
+    engine: GenerationEngine, cfg: FairnessConfig, data_dir: Path, adapter: Path | None, kept: BaseOutputs | None = None
+) -> list[Decisions]:
+    """Every benchmark of `cfg.benchmarks`, base (no adapter; from `kept` where it holds them) then the
+    candidate (`adapter`; its questions followed by `cfg.candidate_instruction` when one is set)."""
     out = []
     for name in cfg.benchmarks:
         benchmark = BENCHMARKS.get(name, where="eval.fairness.benchmarks")
         table = select_prompts(benchmark, benchmark.load(Path(data_dir) / name), cfg)
-        texts, seconds = table["text"].tolist(), {}
+        texts, seconds, reused = table["text"].tolist(), {}, ()
         intervened = [f"{t}\n\n{cfg.candidate_instruction}" for t in texts] if cfg.candidate_instruction else texts
         for model, which, asked in (("base", None, texts), ("tuned", adapter, intervened)):
             started = time.perf_counter()
-            table[f"{model}_logit"] = decision_logits(engine, benchmark, asked, which)
-            seconds[model] = time.perf_counter() - started
-        out.append(Decisions(benchmark, cfg.split, table.drop(columns="text"), seconds))
+            if model == "base" and kept is not None:
+                inputs = {"benchmark": name, "turns": [benchmark.user_turn(t) for t in asked], "prefix": benchmark.answer_prefix,
+                          "yes": benchmark.yes_words, "no": benchmark.no_words}  # fmt: skip
+                table["base_logit"], was_kept = kept.logits(inputs, len(asked), partial(decision_logits, engine, benchmark, asked, None))
+                reused += ("base",) * was_kept
+            else:
+                table[f"{model}_logit"] = decision_logits(engine, benchmark, asked, which)
+            seconds[model] = 0.0 if model in reused else time.perf_counter() - started
+        out.append(Decisions(benchmark, cfg.split, table.drop(columns="text"), seconds, reused))
     return out
 
 

@@ -36,6 +36,7 @@ from components.contracts.summary import BenchmarkSummary, EvaluatedFiles, Evalu
 from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
+from components.evaluation.base_outputs import BaseOutputs, engine_identity
 from components.evaluation.comparisons import compare_all
 from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
 from components.evaluation.length_control import fit_length_model
@@ -195,12 +196,22 @@ def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, ad
     return out, stats
 
 
+def kept_base_outputs(params: Params, base_model_dir: Path, engine: str, dtype: str) -> BaseOutputs:
+    """The base model's kept outputs (`paths.base_outputs`) for this base, engine, dtype and machine."""
+    if params.paths.base_outputs is None:
+        return BaseOutputs(None, {})
+    settings = {"batch_size": params.eval.batch_size, "vllm": params.eval.vllm.model_dump(mode="json") if engine == "vllm" else None}
+    identity = engine_identity(verified_base_model(base_model_dir).weights_sha256, engine, dtype, settings)
+    return BaseOutputs(params.paths.base_outputs, identity)
+
+
 def decide_apart(params: Params, base_model_dir: Path, adapter: Path | None) -> list:
     """The decision benchmarks on an engine of their own in `eval.fairness.dtype` (the engine kind of
     `eval.engine`, its fallback rule included)."""
-    engine, _ = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
+    engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
     try:
-        return run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter)
+        kept = kept_base_outputs(params, base_model_dir, choice.used, params.eval.fairness.dtype)
+        return run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter, kept)
     finally:
         engine.close()
 
@@ -237,17 +248,26 @@ def evaluate_models(
         owned = True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
+    reused = {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
     try:
+        kept = kept_base_outputs(params, base_model_dir, choice.used, params.eval.dtype)
         if base_outputs is not None:
             if len(base_outputs) != len(prompts) or any(len(row) != sampling.n for row in base_outputs):
                 raise EvaluationInputError("base_outputs do not match this evaluation's prompts and samples_per_prompt")
-            base_out, base_stats = base_outputs, {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
+            base_out, base_stats = base_outputs, reused
         else:
-            base_out, base_stats = _timed(engine, prompts, sampling, None)
+            timed: dict = {}
+
+            def sample_base() -> list[list[Sample]]:
+                out, timed["stats"] = _timed(engine, prompts, sampling, None)
+                return out
+
+            base_out, was_kept = kept.samples(prompts, sampling, sample_base)
+            base_stats = reused if was_kept else timed["stats"]
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
         decide = decide and bool(params.eval.fairness.benchmarks)
         same_dtype = params.eval.fairness.dtype == params.eval.dtype
-        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter) if decide and same_dtype else []
+        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter, kept) if decide and same_dtype else []
     finally:
         if owned:
             engine.close()
@@ -259,7 +279,8 @@ def evaluate_models(
     generation = {"base": base_stats, "tuned": tuned_stats}
     for d in decisions:
         generation |= {f"{d.benchmark.name}_{model}": {"prompts": len(d.table), "seconds": seconds,
-                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} for model, seconds in d.seconds.items()}  # fmt: skip
+                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} | ({"reused": 1} if model in d.reused else {})
+                       for model, seconds in d.seconds.items()}  # fmt: skip
     return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions)
 
 

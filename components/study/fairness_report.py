@@ -25,8 +25,8 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
 from components.evaluation.statistics import benjamini_hochberg, paired_test
+from components.generation.machine import machine_label
 from components.study.layout import StudyLayout
-from components.study.machine import machine_label
 from components.study.report import ARM_FILE, arm_family
 
 PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`

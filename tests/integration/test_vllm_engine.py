@@ -187,7 +187,7 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     fairness = FairnessConfig(max_questions=2, ages=[60], races=["white"])  # 6 prompts, read by the same (fp32) engine
     params = Params(
         eval=EvalConfig(max_new_tokens=16, max_consistency_groups=3, max_diversity_tasks=2, samples_per_prompt=2, dtype="float32", fairness=fairness),
-        paths=PathsConfig(benchmarks=benchmarks_dir),
+        paths=PathsConfig(benchmarks=benchmarks_dir, base_outputs=tmp_path / "kept"),
     )  # fmt: skip
     groups = [
         PromptGroup(
@@ -228,6 +228,10 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     (decisions,) = frames.decisions  # DiscrimEval through the same engine: base, then the merged adapter
     assert len(decisions.table) == 6 and decisions.table[["base_logit", "tuned_logit"]].notna().all().all()
     assert not np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"])
+    again = evaluate_models(params, groups, smollm2_base_dir, checkpoint, engine=vllm_engine)  # the base side: kept outputs
+    assert again.generation["base"]["reused"] == 1 and again.generation["discrim_eval_base"]["reused"] == 1
+    pd.testing.assert_frame_equal(again.samples[again.samples.model == "base"], samples[samples.model == "base"])
+    assert again.decisions[0].table["base_logit"].tolist() == decisions.table["base_logit"].tolist()
 
     metrics = summarize(frames.consistency, frames.diversity, params.eval.significance_level)
     metrics["engine"] = frames.engine.to_dict()

@@ -225,8 +225,8 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     params = Params()
     fairness = FairnessConfig(max_questions=1, ages=[60], races=["white"])
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5, "fairness": fairness}
-    params = params.model_copy(update={"eval": params.eval.model_copy(update=small),
-                                       "paths": params.paths.model_copy(update={"benchmarks": benchmarks_dir})})  # fmt: skip
+    paths = {"benchmarks": benchmarks_dir, "base_outputs": None}  # every generate call recorded: nothing kept
+    params = params.model_copy(update={"eval": params.eval.model_copy(update=small), "paths": params.paths.model_copy(update=paths)})
     groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
     groups.append(group("colors", task="diversity", members=1, valid_answers=["red", "blue"]))
     frames = evaluate_models(params, groups, tiny_model_dir, identity_checkpoint)
@@ -278,7 +278,9 @@ def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_
         "max_new_tokens": 8,
         "fairness": FairnessConfig(benchmarks=[]),
     }
-    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    params = params.model_copy(
+        update={"eval": params.eval.model_copy(update=small), "paths": params.paths.model_copy(update={"base_outputs": None})}
+    )
     groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(3)]
     groups.append(group("colors", task="diversity", members=1, valid_answers=["red", "blue"]))
     frames = evaluate_models(params, groups, tiny_model_dir, checkpoint)
@@ -300,7 +302,9 @@ def test_a_calibration_on_train_groups_says_so_and_never_registers(tiny_model_di
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 6,
              "fairness": FairnessConfig(benchmarks=[]), "split": "train"}  # fmt: skip
     params = Params()
-    params = params.model_copy(update={"eval": params.eval.model_copy(update=small)})
+    params = params.model_copy(
+        update={"eval": params.eval.model_copy(update=small), "paths": params.paths.model_copy(update={"base_outputs": None})}
+    )
     groups = [g.model_copy(update={"split": "train"}) for g in consistency_groups(2)]
     groups.append(group("held", split="heldout"))
     frames = evaluate_models(params, groups, tiny_model_dir, checkpoint)

@@ -1,9 +1,9 @@
-"""Which machine an arm ran on: sampled outputs are reproducible on one kind of CPU/GPU, not across.
+"""Which machine sampled: outputs are reproducible on one kind of CPU/GPU, not across.
 
 The same seeds and weights give the same samples on one machine (tested), but vLLM's and torch's CPU
 kernels follow the instruction set (AVX512 vs AMX tiles), so another CPU draws other samples at
-T > 0. A study compares arms fairly only when they ran on the same kind of machine; `arm.json`
-records it and the report says when arms differ.
+T > 0. A study's `arm.json` records it (and its report says when arms differ), and kept base-model
+outputs (`components.evaluation.base_outputs`) are keyed on it.
 """
 
 from __future__ import annotations

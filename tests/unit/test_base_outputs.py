@@ -1,0 +1,120 @@
+"""Kept base-model outputs: the base side of an evaluation is computed once per base, prompts,
+sampling, engine and machine, read back exactly, and computed again when anything else changed."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from components.config import FairnessConfig, Params
+from components.evaluation.base_outputs import BaseOutputs, engine_identity
+from components.evaluation.run import evaluate_models
+from components.generation.sampling import Sample, SamplingConfig
+from components.generation.transformers_engine import TransformersGenerationEngine
+from tests.grpo_data import consistency_groups
+
+CFG = SamplingConfig(n=2, max_new_tokens=4, temperature=0.7, top_p=1.0, seed=7)
+
+
+def made(seed: int = 0) -> list[list[Sample]]:
+    rng = np.random.default_rng(seed)
+    return [[Sample(i, (1, 2), (3, 4, 5), tuple(float(x) for x in rng.normal(size=3)), f"answer {i}.{j} ünï", j == 1) for j in range(2)]
+            for i in range(3)]  # fmt: skip
+
+
+class Counter:
+    def __init__(self, make):
+        self.calls, self.make = 0, make
+
+    def __call__(self):
+        self.calls += 1
+        return self.make()
+
+
+def store(root, machine: str = "CPU") -> BaseOutputs:
+    identity = engine_identity("sha-of-weights", "transformers", "float32", {"batch_size": 8})
+    return BaseOutputs(root, {**identity, "machine": machine})
+
+
+def test_kept_samples_and_logits_are_read_back_exactly_and_computed_once(tmp_path):
+    prompts = ["a", "b", "c"]
+    make = Counter(made)
+    first, kept = store(tmp_path).samples(prompts, CFG, make)
+    again, kept_again = store(tmp_path).samples(prompts, CFG, make)
+    assert (kept, kept_again, make.calls) == (False, True, 1)
+    assert again == first  # every field, floats to the last bit, tuples as tuples
+    logits = Counter(lambda: np.array([0.1, -2.5, 1e-17]))
+    inputs = {"benchmark": "discrim_eval", "turns": prompts}
+    x, _ = store(tmp_path).logits(inputs, 3, logits)
+    y, reused = store(tmp_path).logits(inputs, 3, logits)
+    assert reused and logits.calls == 1 and y.tolist() == x.tolist()
+
+
+def test_anything_else_changed_is_computed_again(tmp_path):
+    make = Counter(made)
+    store(tmp_path).samples(["a", "b", "c"], CFG, make)
+    store(tmp_path).samples(["a", "b", "d"], CFG, make)  # other prompts
+    store(tmp_path).samples(["a", "b", "c"], SamplingConfig(2, 4, 0.7, 1.0, seed=8), make)  # other seed
+    store(tmp_path, machine="CPU, AVX512").samples(["a", "b", "c"], CFG, make)  # another machine
+    other = BaseOutputs(tmp_path, engine_identity("other weights", "transformers", "float32", {"batch_size": 8}))
+    other.samples(["a", "b", "c"], CFG, make)
+    assert make.calls == 5 and len(list(tmp_path.glob("samples-*.json.gz"))) == 5
+
+
+def test_an_unreadable_record_is_computed_again_and_nothing_is_kept_without_a_folder(tmp_path, caplog):
+    make = Counter(made)
+    store(tmp_path).samples(["a", "b", "c"], CFG, make)
+    (record,) = tmp_path.glob("samples-*.json.gz")
+    record.write_bytes(b"not gzip")  # a damaged record
+    with caplog.at_level(logging.WARNING):
+        out, kept = store(tmp_path).samples(["a", "b", "c"], CFG, make)
+    assert not kept and make.calls == 2 and out == made() and "unreadable" in caplog.text
+    assert store(tmp_path).samples(["a", "b", "c"], CFG, make)[1]  # rewritten whole
+    nothing = BaseOutputs(None, {})
+    assert not nothing.samples(["a"], CFG, make)[1] and not nothing.samples(["a"], CFG, make)[1] and make.calls == 4
+
+
+def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
+    tiny_model_dir, benchmarks_dir, tmp_path, tmp_path_factory, monkeypatch
+):
+    """Evaluated twice with kept outputs: the second samples the tuned model only and reads the base
+    decisions back; both equal an evaluation that keeps nothing, sample by sample and logit by logit."""
+    from tests.unit.test_eval_inputs import tiny_checkpoint
+
+    calls = []
+    real_generate = TransformersGenerationEngine.generate
+
+    def recording_generate(self, prompts, cfg, adapter=None):
+        calls.append(adapter)
+        return real_generate(self, prompts, cfg, adapter)
+
+    monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
+    monkeypatch.setattr(  # one embedding per distinct text (the sentence model is not what is tested here)
+        "components.embeddings.embed",
+        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
+    )
+
+    checkpoint = tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
+    small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5,
+             "fairness": FairnessConfig(max_questions=1, ages=[60], races=["white"])}  # fmt: skip
+    params = Params()
+
+    def with_kept(root):
+        paths = params.paths.model_copy(update={"benchmarks": benchmarks_dir, "base_outputs": root})
+        return params.model_copy(update={"eval": params.eval.model_copy(update=small), "paths": paths})
+
+    groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
+    first = evaluate_models(with_kept(tmp_path / "kept"), groups, tiny_model_dir, checkpoint)
+    second = evaluate_models(with_kept(tmp_path / "kept"), groups, tiny_model_dir, checkpoint)
+    fresh = evaluate_models(with_kept(None), groups, tiny_model_dir, checkpoint)
+    adapter = checkpoint / "adapter"
+    assert calls == [None, adapter, adapter, None, adapter]  # the second evaluation sampled the tuned model only
+    assert "reused" not in first.generation["base"] and second.generation["base"]["reused"] == 1
+    assert second.generation["discrim_eval_base"]["reused"] == 1 and second.generation["discrim_eval_base"]["seconds"] == 0.0
+    assert "reused" not in second.generation["discrim_eval_tuned"] and second.generation["discrim_eval_tuned"]["seconds"] > 0
+    for other in (second, fresh):
+        pd.testing.assert_frame_equal(other.samples, first.samples)
+        pd.testing.assert_frame_equal(other.decisions[0].table, first.decisions[0].table)
+        pd.testing.assert_frame_equal(other.consistency, first.consistency)
