@@ -7,6 +7,9 @@ curve and a scheduled retrain compute them once: about half of an evaluation's t
 is the SHA-256 of all of these (`identity` and the call's own inputs); anything changed is another
 key. Records are written atomically and one that cannot be read is computed again. Standard formats
 only, no pickle: gzipped JSON for samples, `.npy` for logits. `paths.base_outputs: null` keeps none.
+Not joblib.Memory or Prefect's task cache: both persist results with pickle by default and key on
+a function's arguments, while this key must name the machine and the engine's settings, which are
+no argument of the call.
 """
 
 from __future__ import annotations
