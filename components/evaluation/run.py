@@ -196,21 +196,26 @@ def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, ad
     return out, stats
 
 
-def kept_base_outputs(params: Params, base_model_dir: Path, engine: str, dtype: str) -> BaseOutputs:
+def base_weights_sha256(params: Params, base_model_dir: Path) -> str | None:
+    """The verified base weights' SHA-256 that keys kept base outputs (hashed once an evaluation); None
+    when `paths.base_outputs` keeps none."""
+    return None if params.paths.base_outputs is None else verified_base_model(base_model_dir).weights_sha256
+
+
+def kept_base_outputs(params: Params, weights_sha256: str | None, engine: str, dtype: str) -> BaseOutputs:
     """The base model's kept outputs (`paths.base_outputs`) for this base, engine, dtype and machine."""
-    if params.paths.base_outputs is None:
+    if params.paths.base_outputs is None or weights_sha256 is None:
         return BaseOutputs(None, {})
     settings = {"batch_size": params.eval.batch_size, "vllm": params.eval.vllm.model_dump(mode="json") if engine == "vllm" else None}
-    identity = engine_identity(verified_base_model(base_model_dir).weights_sha256, engine, dtype, settings)
-    return BaseOutputs(params.paths.base_outputs, identity)
+    return BaseOutputs(params.paths.base_outputs, engine_identity(weights_sha256, engine, dtype, settings))
 
 
-def decide_apart(params: Params, base_model_dir: Path, adapter: Path | None) -> list:
+def decide_apart(params: Params, base_model_dir: Path, adapter: Path | None, weights_sha256: str | None = None) -> list:
     """The decision benchmarks on an engine of their own in `eval.fairness.dtype` (the engine kind of
-    `eval.engine`, its fallback rule included)."""
+    `eval.engine`, its fallback rule included); `weights_sha256` keys the base's kept log-odds."""
     engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
     try:
-        kept = kept_base_outputs(params, base_model_dir, choice.used, params.eval.fairness.dtype)
+        kept = kept_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype)
         return run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter, kept)
     finally:
         engine.close()
@@ -243,6 +248,7 @@ def evaluate_models(
     prompts = [m.text for g in selected for m in g.members]
     sampling = sampling_config(params)
     tuned_sampling = candidate_sampling(params)
+    weights_sha256 = base_weights_sha256(params, base_model_dir)  # before an engine starts: a changed base fails first
     if engine is None:
         engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.dtype, params.seed)
         owned = True
@@ -250,7 +256,7 @@ def evaluate_models(
         choice, owned = EngineChoice(engine.name, engine.name), False
     reused = {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
     try:
-        kept = kept_base_outputs(params, base_model_dir, choice.used, params.eval.dtype)
+        kept = kept_base_outputs(params, weights_sha256, choice.used, params.eval.dtype)
         if base_outputs is not None:
             if len(base_outputs) != len(prompts) or any(len(row) != sampling.n for row in base_outputs):
                 raise EvaluationInputError("base_outputs do not match this evaluation's prompts and samples_per_prompt")
@@ -272,7 +278,7 @@ def evaluate_models(
         if owned:
             engine.close()
     if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
-        decisions = decide_apart(params, base_model_dir, adapter)
+        decisions = decide_apart(params, base_model_dir, adapter, weights_sha256)
 
     samples = samples_frame(selected, base_out, tuned_out)
     rows_c, rows_d = score_samples(params, selected, samples)
