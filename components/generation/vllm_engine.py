@@ -61,6 +61,7 @@ from components.generation.interface import (
     register_engine,
     validate_samples,
 )
+from components.generation.machine import warn_if_emulated_bf16
 from components.generation.sampling import SamplingConfig, answer_prompt, chat_prompt
 from components.generation.vllm_process import EngineProcessError, VllmProcess
 from components.models.lora import AdapterError, AdapterNotFoundError
@@ -144,6 +145,7 @@ class VllmEngine:
         from transformers import AutoTokenizer
 
         self._cfg, self._dtype, self._seed, self._base_dir = cfg, dtype, seed, model_dir
+        warn_if_emulated_bf16(dtype)
         self.show_progress = show_progress  # vLLM's progress bar per call (evaluation); rollouts keep it off
         self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self._adapters: dict[Path, int] = {}

@@ -1,0 +1,62 @@
+"""Which machine computes bfloat16, and the warning an engine gives where it is emulated."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from components.generation import machine
+
+X86_EMULATED = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n"
+X86_NATIVE = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+ARM_NATIVE = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+@pytest.fixture
+def cpu(tmp_path, monkeypatch):
+    """Point the machine record at a written /proc/cpuinfo on a machine without CUDA."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    machine.warn_if_emulated_bf16.cache_clear()
+
+    parse = machine._cpu
+
+    def use(text: str) -> None:
+        info = tmp_path / "cpuinfo"
+        info.write_text(text)
+        monkeypatch.setattr(machine, "_cpu", lambda: parse(info))
+
+    yield use
+    machine.warn_if_emulated_bf16.cache_clear()
+
+
+def test_cpuinfo_gives_the_model_and_the_kernel_flags_on_x86_and_arm(tmp_path):
+    for text, model, isa in [(X86_EMULATED, "AMD EPYC", []), (X86_NATIVE, "Intel(R) Xeon(R) Platinum 8480+", ["avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]),
+                             (ARM_NATIVE, "", ["bf16"])]:  # fmt: skip
+        info = tmp_path / "cpuinfo"
+        info.write_text(text)
+        assert machine._cpu(info) == (model, isa)
+
+
+@pytest.mark.parametrize(("cpuinfo", "native"), [(X86_EMULATED, False), (X86_NATIVE, True), (ARM_NATIVE, True)])
+def test_native_bf16_follows_the_cpus_bf16_instructions(cpu, cpuinfo, native):
+    cpu(cpuinfo)
+    assert machine.native_bf16() is native
+
+
+def test_bfloat16_on_an_emulating_cpu_warns_once_a_process_naming_the_fields(cpu, caplog):
+    cpu(X86_EMULATED)
+    with caplog.at_level(logging.WARNING, logger=machine.__name__):
+        assert machine.warn_if_emulated_bf16("float32") is False
+        assert machine.warn_if_emulated_bf16("bfloat16") is True
+        assert machine.warn_if_emulated_bf16("bfloat16") is True  # cached: no second line
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "eval.dtype" in lines[0] and "train.rollout.dtype" in lines[0] and "float32" in lines[0]
+
+
+def test_bfloat16_where_the_cpu_computes_it_gives_no_warning(cpu, caplog):
+    cpu(X86_NATIVE)
+    with caplog.at_level(logging.WARNING, logger=machine.__name__):
+        assert machine.warn_if_emulated_bf16("bfloat16") is False
+    assert not caplog.records
