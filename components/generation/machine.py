@@ -73,7 +73,7 @@ def warn_if_emulated_bf16(dtype: str) -> bool:
     log.warning(
         "bfloat16 on a CPU without AVX512-BF16/AMX is emulated and several times slower than float32 "
         "(benchmarks/dtype_throughput.py); on this machine set the engine dtypes (eval.dtype, "
-        "eval.fairness.dtype, train.rollout.dtype) to float32"
+        "eval.fairness.dtype, train.rollout.vllm.dtype) to float32"
     )
     return True
 

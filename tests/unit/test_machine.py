@@ -52,7 +52,7 @@ def test_bfloat16_on_an_emulating_cpu_warns_once_a_process_naming_the_fields(cpu
         assert machine.warn_if_emulated_bf16("bfloat16") is True
         assert machine.warn_if_emulated_bf16("bfloat16") is True  # cached: no second line
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "eval.dtype" in lines[0] and "train.rollout.dtype" in lines[0] and "float32" in lines[0]
+    assert len(lines) == 1 and "eval.dtype" in lines[0] and "train.rollout.vllm.dtype" in lines[0] and "float32" in lines[0]
 
 
 def test_bfloat16_where_the_cpu_computes_it_gives_no_warning(cpu, caplog):
