@@ -6,7 +6,7 @@
 bfloat16 halves memory traffic, and on hardware that computes it (CUDA GPUs from Ampere on, CPUs
 with AVX512-BF16 or AMX) it roughly doubles CPU decoding. A CPU without those instructions emulates
 it, and vLLM's CPU backend then falls back to torch linear layers: this benchmark shows what that
-costs here, so that `eval.dtype` and `train.rollout.dtype` can be chosen for the machine. Both
+costs here, so that `eval.dtype` and `train.rollout.vllm.dtype` can be chosen for the machine. Both
 dtypes run the same chat-templated consistency prompts with the same sampling and seed, one engine
 at a time (two engines on one CPU slow each other), alternating --repeats times; each row reports
 its fastest call. The linear-layer row times SmolLM2-135M's MLP shape (576 -> 1536, 64 tokens) on

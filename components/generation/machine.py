@@ -65,13 +65,15 @@ def native_bf16() -> bool:
 def warn_if_emulated_bf16(dtype: str) -> bool:
     """Warn once a process when an engine is asked for bfloat16 on a machine that emulates it; True when it warned.
 
-    Without AVX512-BF16/AMX a bfloat16 linear layer runs ~7x slower than a float32 one on one core
-    of a 2-core AMD EPYC (benchmarks/dtype_throughput.py), and vLLM's CPU backend falls back to it.
+    Without AVX512-BF16/AMX a bfloat16 linear layer runs 8x slower than a float32 one on one core
+    of a 2-core AMD EPYC, and vLLM's CPU backend falls back to it: 4.5x slower decoding
+    (benchmarks/dtype_throughput.py).
     """
     if dtype != "bfloat16" or native_bf16():
         return False
     log.warning(
-        "bfloat16 on a CPU without AVX512-BF16/AMX is emulated and several times slower than float32 "
+        "bfloat16 on a machine without native bf16 (a CPU without AVX512-BF16/AMX, a GPU before Ampere) is "
+        "emulated and several times slower than float32 "
         "(benchmarks/dtype_throughput.py); on this machine set the engine dtypes (eval.dtype, "
         "eval.fairness.dtype, train.rollout.vllm.dtype) to float32"
     )
