@@ -16,14 +16,22 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from components.contracts.errors import UserError
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
+
+
+def _machine_dtype(value: str) -> str:
+    """An engine dtype of `auto` is resolved when the params are read, so that what is logged, fingerprinted and
+    started is the dtype that runs (bfloat16 where the machine computes it, else float32)."""
+    from components.generation.machine import resolve_dtype
+
+    return resolve_dtype(value)
 
 
 class _Section(BaseModel):
@@ -188,7 +196,11 @@ class VllmConfig(_Section):
 class RolloutVllmConfig(VllmConfig):
     """The colocated vLLM engine that samples training rollouts (its own engine process, started once)."""
 
-    dtype: str = Field("bfloat16", description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap)")
+    dtype: Annotated[str, AfterValidator(_machine_dtype)] = Field(
+        "bfloat16",
+        description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap); auto: bfloat16 where the "
+        "machine computes it natively, else float32 (resolved when the params are read)",
+    )
     gpu_memory_utilization: float = Field(
         0.3,
         gt=0,
@@ -423,7 +435,11 @@ class EvalConfig(_Section):
     engine: str = Field("vllm", description="a registered generation engine (components.generation.engines): vllm | transformers")
     allow_fallback: bool = Field(False, description="if the requested engine cannot start, use transformers instead (logged, recorded)")
     vllm: VllmConfig = VllmConfig()
-    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="weights and activations of the evaluated models (both engines)")
+    dtype: Annotated[Literal["auto", "float32", "bfloat16"], AfterValidator(_machine_dtype)] = Field(
+        "bfloat16",
+        description="weights and activations of the evaluated models (both engines); auto: bfloat16 where the machine "
+        "computes it natively, else float32 (resolved when the params are read)",
+    )
     embedding_dtype: Literal["float32", "bfloat16"] = Field(
         "bfloat16", description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999)"
     )

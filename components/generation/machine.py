@@ -61,6 +61,15 @@ def native_bf16() -> bool:
     return any(flag in BF16_FLAGS for flag in _cpu()[1])
 
 
+def resolve_dtype(dtype: str) -> str:
+    """An engine dtype as the machine runs it: `auto` is bfloat16 where `native_bf16()`, else float32
+    (bf16 halves the weights' memory and doubles CPU decoding with AVX512-BF16/AMX; emulated it is
+    4.5x slower than float32); any other value as given."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if native_bf16() else "float32"
+
+
 @cache
 def warn_if_emulated_bf16(dtype: str) -> bool:
     """Warn once a process when an engine is asked for bfloat16 on a machine that emulates it; True when it warned.
@@ -74,8 +83,8 @@ def warn_if_emulated_bf16(dtype: str) -> bool:
     log.warning(
         "bfloat16 on a machine without native bf16 (a CPU without AVX512-BF16/AMX, a GPU before Ampere) is "
         "emulated and several times slower than float32 "
-        "(benchmarks/dtype_throughput.py); on this machine set the engine dtypes (eval.dtype, "
-        "eval.fairness.dtype, train.rollout.vllm.dtype) to float32"
+        "(benchmarks/dtype_throughput.py); on this machine set eval.dtype and train.rollout.vllm.dtype to "
+        "float32 or auto (bfloat16 only where native), and eval.fairness.dtype to float32"
     )
     return True
 

@@ -60,3 +60,26 @@ def test_bfloat16_where_the_cpu_computes_it_gives_no_warning(cpu, caplog):
     with caplog.at_level(logging.WARNING, logger=machine.__name__):
         assert machine.warn_if_emulated_bf16("bfloat16") is False
     assert not caplog.records
+
+
+@pytest.mark.parametrize(("cpuinfo", "auto"), [(X86_EMULATED, "float32"), (X86_NATIVE, "bfloat16")])
+def test_auto_is_bfloat16_only_where_the_machine_computes_it(cpu, cpuinfo, auto):
+    cpu(cpuinfo)
+    assert machine.resolve_dtype("auto") == auto
+    assert [machine.resolve_dtype(d) for d in ("float32", "bfloat16", "float16")] == ["float32", "bfloat16", "float16"]
+
+
+@pytest.mark.parametrize(("cpuinfo", "auto"), [(X86_EMULATED, "float32"), (X86_NATIVE, "bfloat16")])
+def test_params_name_the_dtype_that_runs_so_auto_is_logged_and_fingerprinted_as_it(cpu, cpuinfo, auto):
+    """`eval.dtype` / `train.rollout.vllm.dtype: auto` are resolved when the params are read: where bf16
+    is native, auto fingerprints as the bfloat16 default did (saved work stays valid); elsewhere as float32."""
+    from components.config import Params
+
+    cpu(cpuinfo)
+    chosen = Params.model_validate({"eval": {"dtype": "auto"}, "train": {"rollout": {"vllm": {"dtype": "auto"}}}})
+    assert (chosen.eval.dtype, chosen.train.rollout.vllm.dtype) == (auto, auto)
+    explicit = Params.model_validate({"eval": {"dtype": auto}, "train": {"rollout": {"vllm": {"dtype": auto}}}})
+    assert chosen.fingerprint({"train", "eval"}) == explicit.fingerprint({"train", "eval"})
+    assert (chosen.fingerprint({"train", "eval"}) == Params().fingerprint({"train", "eval"})) is (auto == "bfloat16")
+    with pytest.raises(ValueError, match="eval.dtype|dtype"):
+        Params.model_validate({"eval": {"dtype": "float8"}})
