@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--skip-generation", action="store_true", help="only the linear-layer row")
     args = parser.parse_args()
 
-    from components.generation.machine import machine_label, machine_record, native_bf16
+    from components.machine import machine_label, machine_record, native_bf16
 
     record = machine_record()
     print(

@@ -29,7 +29,7 @@ _NUMBER_TYPES = (int, float, int | None, float | None)
 def _machine_dtype(value: str) -> str:
     """An engine dtype of `auto` is resolved when the params are read, so that what is logged, fingerprinted and
     started is the dtype that runs (bfloat16 where the machine computes it, else float32)."""
-    from components.generation.machine import resolve_dtype
+    from components.machine import resolve_dtype
 
     return resolve_dtype(value)
 

@@ -38,7 +38,7 @@ from prefect.cache_policies import NO_CACHE
 from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
 from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
-from components.generation.machine import machine_record
+from components.machine import machine_record
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
 from components.study.layout import StudyLayout

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from components.contracts.atomic import atomic_write
-from components.generation.machine import machine_record
 from components.generation.sampling import Sample, SamplingConfig
+from components.machine import machine_record
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import torch
 
 from components.config import EvalConfig
 from components.generation.interface import ChoicePrompt, EngineStartError, register_engine, validate_samples
-from components.generation.machine import warn_if_emulated_bf16
 from components.generation.sampling import Sample, SamplingConfig, TransformersEngine, answer_prompt
+from components.machine import warn_if_emulated_bf16
 
 
 @torch.no_grad()

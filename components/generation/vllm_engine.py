@@ -61,9 +61,9 @@ from components.generation.interface import (
     register_engine,
     validate_samples,
 )
-from components.generation.machine import warn_if_emulated_bf16
 from components.generation.sampling import SamplingConfig, answer_prompt, chat_prompt
 from components.generation.vllm_process import EngineProcessError, VllmProcess
+from components.machine import warn_if_emulated_bf16
 from components.models.lora import AdapterError, AdapterNotFoundError
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from components.contracts.atomic import atomic_write_text
 from components.data.selection import in_domains
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
-from components.generation.machine import machine_label
+from components.machine import machine_label
 from components.study.layout import StudyLayout
 from components.study.report import ARM_FILE, arm_family
 
@@ -246,7 +246,7 @@ def seed_lines(table: pd.DataFrame) -> list[str]:
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], trained_on: dict[str, str], command: str,
                     machines: dict[str, str] | None = None, alpha: float = 0.01, earlier: list[str] | None = None,
                     trained: dict[str, set[str]] | None = None) -> str:  # fmt: skip
-    """results/NAME/report.md: the arms (with the machine each ran on, `components.generation.machine`), whether
+    """results/NAME/report.md: the arms (with the machine each ran on, `components.machine`), whether
     each head-to-head is powered, one table per family (base comparisons and head-to-head), the seeds' spread.
     `earlier`: seeded arms reported from their earlier unseeded runs (`finished_arms`); `trained`: `power_lines`."""
     machines = machines or {}

@@ -25,7 +25,7 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
 from components.evaluation.statistics import benjamini_hochberg, paired_test
-from components.generation.machine import machine_label
+from components.machine import machine_label
 from components.study.layout import StudyLayout
 from components.study.report import ARM_FILE, arm_family
 

@@ -11,7 +11,7 @@ import yaml
 from mlflow import MlflowClient
 
 from components.config import load_params
-from components.generation.machine import machine_label, machine_record
+from components.machine import machine_label, machine_record
 from flows import steps
 from flows.study import study
 from tests.conftest import ROOT, make_project, seed_tiny_model

@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from components.generation import machine
+from components import machine
 
 X86_EMULATED = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n"
 X86_NATIVE = "model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
