@@ -22,16 +22,12 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from components.contracts.errors import UserError
+from components.machine import resolve_dtype
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
-
-
-def _machine_dtype(value: str) -> str:
-    """An engine dtype of `auto` is resolved when the params are read, so that what is logged, fingerprinted and
-    started is the dtype that runs (bfloat16 where the machine computes it, else float32)."""
-    from components.machine import resolve_dtype
-
-    return resolve_dtype(value)
+# engine dtypes resolve `auto` when the params are read, so that what is logged, fingerprinted and started is the
+# dtype that runs (bfloat16 where the machine computes it, else float32)
+_ENGINE_DTYPE = AfterValidator(resolve_dtype)
 
 
 class _Section(BaseModel):
@@ -196,7 +192,7 @@ class VllmConfig(_Section):
 class RolloutVllmConfig(VllmConfig):
     """The colocated vLLM engine that samples training rollouts (its own engine process, started once)."""
 
-    dtype: Annotated[str, AfterValidator(_machine_dtype)] = Field(
+    dtype: Annotated[str, _ENGINE_DTYPE] = Field(
         "bfloat16",
         description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap); auto: bfloat16 where the "
         "machine computes it natively, else float32 (resolved when the params are read)",
@@ -435,7 +431,7 @@ class EvalConfig(_Section):
     engine: str = Field("vllm", description="a registered generation engine (components.generation.engines): vllm | transformers")
     allow_fallback: bool = Field(False, description="if the requested engine cannot start, use transformers instead (logged, recorded)")
     vllm: VllmConfig = VllmConfig()
-    dtype: Annotated[Literal["auto", "float32", "bfloat16"], AfterValidator(_machine_dtype)] = Field(
+    dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
         "bfloat16",
         description="weights and activations of the evaluated models (both engines); auto: bfloat16 where the machine "
         "computes it natively, else float32 (resolved when the params are read)",

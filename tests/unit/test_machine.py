@@ -81,5 +81,5 @@ def test_params_name_the_dtype_that_runs_so_auto_is_logged_and_fingerprinted_as_
     explicit = Params.model_validate({"eval": {"dtype": auto}, "train": {"rollout": {"vllm": {"dtype": auto}}}})
     assert chosen.fingerprint({"train", "eval"}) == explicit.fingerprint({"train", "eval"})
     assert (chosen.fingerprint({"train", "eval"}) == Params().fingerprint({"train", "eval"})) is (auto == "bfloat16")
-    with pytest.raises(ValueError, match="eval.dtype|dtype"):
+    with pytest.raises(ValueError, match="dtype"):
         Params.model_validate({"eval": {"dtype": "float8"}})
