@@ -193,7 +193,8 @@ class RolloutVllmConfig(VllmConfig):
     """The colocated vLLM engine that samples training rollouts (its own engine process, started once)."""
 
     dtype: Annotated[str, _ENGINE_DTYPE] = Field(
-        "bfloat16",
+        "auto",
+        validate_default=True,
         description="the engine's weights (the trainer keeps model.dtype; IS corrects the gap); auto: bfloat16 where the "
         "machine computes it natively, else float32 (resolved when the params are read)",
     )
@@ -401,10 +402,11 @@ class FairnessConfig(_Section):
     max_questions: int | None = Field(None, ge=1, description="the first N questions of the split (null: all)")
     ages: list[int] | None = Field([60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60")
     races: list[str] | None = Field(None, description="races to fill in (null: all five); must include the baseline white")
-    dtype: Literal["float32", "bfloat16"] = Field(
+    dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
         "float32",
         description="weights the decisions are read with: bf16 logits round the log-odds to a few distinct values (mean error "
-        "0.07 logit on SmolLM2-135M, more than its gender disparity); another dtype than eval.dtype starts an engine of its own",
+        "0.07 logit on SmolLM2-135M, more than its gender disparity); another dtype than eval.dtype starts an engine of its "
+        "own (auto: eval.dtype's rule, bfloat16 only where native)",
     )
     candidate_instruction: str | None = Field(
         None,
@@ -432,7 +434,8 @@ class EvalConfig(_Section):
     allow_fallback: bool = Field(False, description="if the requested engine cannot start, use transformers instead (logged, recorded)")
     vllm: VllmConfig = VllmConfig()
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
-        "bfloat16",
+        "auto",
+        validate_default=True,
         description="weights and activations of the evaluated models (both engines); auto: bfloat16 where the machine "
         "computes it natively, else float32 (resolved when the params are read)",
     )
@@ -722,7 +725,7 @@ class Params(_Section):
         its default is left out (a field added later, whose default keeps the old behaviour, does
         not invalidate earlier work; changing a default is a decision the defaults' drift test makes
         visible), and so are the `OPERATIONAL` knobs (how often a run saves or logs, where it runs:
-        they do not change what it computes)."""
+        they do not change what it computes) and the knobs of an engine not in use (`ENGINE_KNOBS`)."""
         payload = self.model_dump(mode="json", include=set(sections), exclude_defaults=True)
         full = self.model_dump(mode="json", include=set(sections))
         for path, former in FORMER_DEFAULTS.items():  # a changed default: left out at its former value, not its new one
@@ -736,6 +739,10 @@ class Params(_Section):
             else:
                 inner[path[-1]] = value
             _prune(payload, path[:-1])
+        for knobs, (engine, name) in ENGINE_KNOBS.items():  # an engine that does not run computes nothing
+            if knobs[0] in full and _dig(full, engine) != name:
+                _dig(payload, knobs[:-1]).pop(knobs[-1], None)
+                _prune(payload, knobs[:-1])
         for section, fields in OPERATIONAL.items():
             for name in fields:
                 payload.get(section, {}).pop(name, None)
@@ -749,6 +756,15 @@ class Params(_Section):
 # default, so the fingerprint keeps leaving it out at that value and counts the new default
 FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("train", "rollout", "engine"): "transformers",
+    ("train", "rollout", "vllm", "dtype"): "bfloat16",
+    ("eval", "dtype"): "bfloat16",
+}
+
+
+# an engine's section of knobs -> (the field that picks the engine, the engine's name): counted only where it runs
+ENGINE_KNOBS: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {
+    ("train", "rollout", "vllm"): (("train", "rollout", "engine"), "vllm"),
+    ("eval", "vllm"): (("eval", "engine"), "vllm"),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import logging
 import platform
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 ISA_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")  # the flags that pick CPU kernels (bf16: Arm)
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # instructions that compute bfloat16 instead of emulating it
+GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/kfd")  # NVIDIA's driver, AMD's (ROCm)
 
 
 def _cpu(info: Path = Path("/proc/cpuinfo")) -> tuple[str, list[str]]:
@@ -54,11 +56,19 @@ def machine_record() -> dict:
 def native_bf16() -> bool:
     """Whether this machine computes bfloat16: a CUDA GPU that supports it, else a CPU with
     AVX512-BF16, AMX or Arm's BF16 instructions. Elsewhere torch and vLLM emulate it."""
+    gpu = _gpu_bf16()
+    return gpu if gpu is not None else any(flag in BF16_FLAGS for flag in _cpu()[1])
+
+
+def _gpu_bf16() -> bool | None:
+    """Whether the GPU torch sees computes bfloat16; None without one. torch is imported only where it
+    already is or a GPU driver is loaded: the params resolve `auto` when read, and reading them on a
+    CPU machine stays free of torch's import (seconds for `--help` or a bad params file)."""
+    if "torch" not in sys.modules and not any(Path(path).exists() for path in GPU_DRIVER_FILES):
+        return None
     import torch
 
-    if torch.cuda.is_available():
-        return bool(torch.cuda.is_bf16_supported())
-    return any(flag in BF16_FLAGS for flag in _cpu()[1])
+    return bool(torch.cuda.is_bf16_supported()) if torch.cuda.is_available() else None
 
 
 def resolve_dtype(dtype: str) -> str:

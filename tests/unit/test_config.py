@@ -288,13 +288,28 @@ def test_a_changed_default_keeps_the_fingerprint_of_work_saved_under_the_former_
     from components.config import Params
 
     saved_then = Params().fingerprint({"train"})  # the field left out, as it was at its default
-    monkeypatch.setattr(config, "FORMER_DEFAULTS", {("train", "steps"): 7, ("train", "rollout", "engine"): "transformers"})
+    monkeypatch.setattr(config, "FORMER_DEFAULTS", {**config.FORMER_DEFAULTS, ("train", "steps"): 7})
     at_former = Params.model_validate({"train": {"steps": 7}})
     assert at_former.fingerprint({"train"}) == saved_then
     assert Params().fingerprint({"train"}) != saved_then  # the new default is counted
     assert Params().fingerprint({"eval"}) == Params().fingerprint({"eval"})  # sections without the field are untouched
     vllm = Params.model_validate({"train": {"rollout": {"engine": "vllm"}}})
     assert vllm.fingerprint({"train"}) != at_former.fingerprint({"train"})
+
+
+def test_the_knobs_of_an_engine_that_does_not_run_are_not_fingerprinted():
+    """ENGINE_KNOBS: train.rollout.vllm counts only with vLLM rollouts, eval.vllm only with the vLLM
+    evaluation engine; what an engine that runs is set to always counts."""
+    from components.config import Params
+
+    def fingerprint(train_engine: str, eval_engine: str, **knobs) -> str:
+        raw = {"train": {"rollout": {"engine": train_engine, "vllm": knobs}}, "eval": {"engine": eval_engine, "vllm": knobs}}
+        return Params.model_validate(raw).fingerprint({"train", "eval"})
+
+    assert fingerprint("transformers", "transformers", kv_cache_gb=8) == fingerprint("transformers", "transformers")
+    assert fingerprint("vllm", "transformers", kv_cache_gb=8) != fingerprint("vllm", "transformers")
+    assert fingerprint("transformers", "vllm", kv_cache_gb=8) != fingerprint("transformers", "vllm")
+    assert fingerprint("transformers", "transformers") != fingerprint("vllm", "transformers")
 
 
 def test_a_study_arm_is_judged_only_as_another_arm_of_the_study():

@@ -71,15 +71,20 @@ def test_auto_is_bfloat16_only_where_the_machine_computes_it(cpu, cpuinfo, auto)
 
 @pytest.mark.parametrize(("cpuinfo", "auto"), [(X86_EMULATED, "float32"), (X86_NATIVE, "bfloat16")])
 def test_params_name_the_dtype_that_runs_so_auto_is_logged_and_fingerprinted_as_it(cpu, cpuinfo, auto):
-    """`eval.dtype` / `train.rollout.vllm.dtype: auto` are resolved when the params are read: where bf16
-    is native, auto fingerprints as the bfloat16 default did (saved work stays valid); elsewhere as float32."""
+    """`eval.dtype` / `train.rollout.vllm.dtype` default to auto, resolved when the params are read
+    (the default too): logged and fingerprinted as the dtype that runs. Work saved under the former
+    bfloat16 default keeps its fingerprint, which the default matches only where bf16 is native."""
     from components.config import Params
 
     cpu(cpuinfo)
-    chosen = Params.model_validate({"eval": {"dtype": "auto"}, "train": {"rollout": {"vllm": {"dtype": "auto"}}}})
-    assert (chosen.eval.dtype, chosen.train.rollout.vllm.dtype) == (auto, auto)
-    explicit = Params.model_validate({"eval": {"dtype": auto}, "train": {"rollout": {"vllm": {"dtype": auto}}}})
-    assert chosen.fingerprint({"train", "eval"}) == explicit.fingerprint({"train", "eval"})
-    assert (chosen.fingerprint({"train", "eval"}) == Params().fingerprint({"train", "eval"})) is (auto == "bfloat16")
+    default = Params.model_validate({"train": {"rollout": {"engine": "vllm", "vllm": {}}}, "eval": {}})  # read on this CPU
+    assert (default.eval.dtype, default.train.rollout.vllm.dtype, default.eval.fairness.dtype) == (auto, auto, "float32")
+    chosen = Params.model_validate({"eval": {"dtype": "auto"}, "train": {"rollout": {"engine": "vllm", "vllm": {"dtype": "auto"}}}})
+    explicit = Params.model_validate({"eval": {"dtype": auto}, "train": {"rollout": {"engine": "vllm", "vllm": {"dtype": auto}}}})
+    sections = {"train", "eval"}
+    assert chosen.fingerprint(sections) == explicit.fingerprint(sections) == default.fingerprint(sections)
+    saved = Params.model_validate({"eval": {"dtype": "bfloat16"}, "train": {"rollout": {"engine": "vllm", "vllm": {"dtype": "bfloat16"}}}})
+    assert (default.fingerprint(sections) == saved.fingerprint(sections)) is (auto == "bfloat16")
+    assert Params.model_validate({"eval": {"fairness": {"dtype": "auto"}}}).eval.fairness.dtype == auto
     with pytest.raises(ValueError, match="dtype"):
         Params.model_validate({"eval": {"dtype": "float8"}})

@@ -1,0 +1,32 @@
+"""The project's committed study results are the results of its study files: every arm record under
+results/<study>/arms/ carries the fingerprint of the arm's params as the study files define them now,
+so a changed default, profile or study file that would silently re-run (or orphan) finished arms fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _studies() -> list[str | None]:
+    from components.config import load_params
+
+    return [None, *sorted(load_params(ROOT / "params.yaml").studies)]
+
+
+@pytest.mark.parametrize("name", _studies(), ids=lambda n: n or "consistency")
+def test_every_committed_arm_record_is_for_its_current_params(name, monkeypatch):
+    from flows.study import arm_fingerprint, arm_params, load_study
+
+    monkeypatch.chdir(ROOT)  # the studies' folders are relative to the project
+    params, study = load_study(ROOT / "params.yaml", name)
+    records = {arm: study.arm_dir(arm) / "arm.json" for arm in study.config.arms}
+    committed = {arm: json.loads(path.read_text())["fingerprint"] for arm, path in records.items() if path.is_file()}
+    assert committed, f"no committed arm of {name or 'consistency'} under {study.arm_dir('x').parent}"
+    current = {arm: arm_fingerprint(arm_params(params, study, arm), study.config.arms[arm].kind) for arm in committed}
+    stale = sorted(arm for arm in committed if committed[arm] != current[arm])
+    assert not stale, f"arms whose committed results are not for their current params: {stale}"
