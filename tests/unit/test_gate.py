@@ -767,13 +767,16 @@ def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
 
 def test_length_growth_refuses_consistency_bought_with_length():
     """The consistency study's main arm answered in 172 words against the base's 61 (results/consistency/arms/grpo):
-    the default gates refuse it for that; the reference `make run` (64 -> 72 words) keeps within 25 %."""
+    the default gates refuse it for that; the reference `make run` is judged on its own recorded words
+    (the 2026-11-27 reference: 61 -> 87 words, refused)."""
     root = Path(__file__).resolve().parents[2]
     grpo = json.loads((root / "results/consistency/arms/grpo/metrics.json").read_text())
     _, gate = result(grpo, "length_growth", GateConfig())
     assert not gate.passed and gate.value == pytest.approx(171.593 / 61.377 - 1, abs=1e-3) and "relative growth" in gate.reason
-    reference = json.loads((root / "data/reports/metrics.json").read_text())
-    assert result(reference, "length_growth", GateConfig())[1].passed
+    reference = json.loads((root / "data/reports/metrics.json").read_text())["consistency"]
+    growth = reference["tuned_mean_words"] / reference["base_mean_words"] - 1
+    _, gate = result({"consistency": reference}, "length_growth", GateConfig())
+    assert gate.value == pytest.approx(growth) and gate.passed is (growth <= GateConfig().max_length_growth)
     metrics = good_metrics()
     metrics["consistency"]["tuned_mean_words"] = metrics["consistency"]["base_mean_words"] * 1.25  # at the threshold
     assert result(metrics, "length_growth")[1].passed
