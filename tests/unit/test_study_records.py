@@ -4,7 +4,6 @@ so a changed default, profile or study file that would silently re-run (or orpha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -20,13 +19,12 @@ def _studies() -> list[str | None]:
 
 @pytest.mark.parametrize("name", _studies(), ids=lambda n: n or "consistency")
 def test_every_committed_arm_record_is_for_its_current_params(name, monkeypatch):
-    from flows.study import arm_fingerprint, arm_params, load_study
+    from flows.study import ARM_FILE, arm_done, arm_fingerprint, arm_params, load_study
 
     monkeypatch.chdir(ROOT)  # the studies' folders are relative to the project
     params, study = load_study(ROOT / "params.yaml", name)
-    records = {arm: study.arm_dir(arm) / "arm.json" for arm in study.config.arms}
-    committed = {arm: json.loads(path.read_text())["fingerprint"] for arm, path in records.items() if path.is_file()}
+    committed = [arm for arm in study.config.arms if (study.arm_dir(arm) / ARM_FILE).is_file()]
     assert committed, f"no committed arm of {name or 'consistency'} under {study.arm_dir('x').parent}"
-    current = {arm: arm_fingerprint(arm_params(params, study, arm), study.config.arms[arm].kind) for arm in committed}
-    stale = sorted(arm for arm in committed if committed[arm] != current[arm])
+    kinds = study.config.arms
+    stale = [arm for arm in committed if not arm_done(study, arm, arm_fingerprint(arm_params(params, study, arm), kinds[arm].kind))]
     assert not stale, f"arms whose committed results are not for their current params: {stale}"
