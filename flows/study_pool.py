@@ -4,7 +4,8 @@
   through the same `flows.study.run_arm` the in-process study uses, in the project folder of the
   worker (`$GROUPWISE_PROJECT_DIR`, resolved on the worker). `submit_study` creates or updates it,
   sets the work pool's concurrency limit (arms at once), submits a flow run per unfinished arm
-  (a finished arm is skipped, an arm already queued or running is waited on, not submitted twice),
+  (a finished arm is skipped, an arm already queued or running is waited on, not submitted twice;
+  a request the client sends again after a lost answer creates no second run: `submit_arm`),
   prints a line whenever an arm changes state, and writes the study's report as arms finish.
 - Shared state: every worker tracks to the same MLflow server (the arms are child runs of the
   submitter's `study` run), and with a study store (`--store` or `$GROUPWISE_STUDY_STORE`, a folder
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -306,6 +308,7 @@ def submit_study(
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen.name,
                                                              "groupwise.work_pool": pool})  # fmt: skip
     failed: dict[str, str] = {}
+    submission = uuid.uuid4().hex
     try:
         with get_client(sync_client=True) as client:
             deployment = deploy(client, pool, concurrency)
@@ -320,8 +323,7 @@ def submit_study(
                     continue
                 parameters = {"arm": arm, "study_name": chosen.name, "params_path": Path(params_path).name, "parent_run_id": parent,
                               "store": str(shared) if shared else None}  # fmt: skip
-                run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters, tags=tags,
-                                                             name=f"{chosen.folder}-{arm}")  # fmt: skip
+                run = submit_arm(client, deployment.id, f"{chosen.folder}-{arm}", parameters, tags, submission)
                 flow_runs[arm] = run.id
                 log(f"[{chosen.folder}/{arm}] submitted: flow run {run.name}")
             failed = _wait(client, chosen, flow_runs, params, shared, poll, log)
@@ -344,6 +346,16 @@ def submit_study(
         )
     log(f"[study] {path}")
     return path
+
+
+def submit_arm(client, deployment_id, name: str, parameters: dict, tags: list[str], submission: str):
+    """One flow run of the arm deployment, created at most once per `submission`: Prefect's client
+    sends a POST again after a read timeout or a 503 (a busy server may have created the run
+    already), so the request carries an idempotency key, `<submission>:<name>`, and the server
+    answers a repeat with the run it created."""
+    return client.create_flow_run_from_deployment(
+        deployment_id, parameters=parameters, tags=tags, name=name, idempotency_key=f"{submission}:{name}"
+    )
 
 
 def _wait(client, study: Study, flow_runs: dict, params, store: Path | None, poll: float, log) -> dict[str, str]:

@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
+import httpx
 import pandas as pd
 import pytest
 
@@ -126,7 +128,8 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
             by_arm = {
                 arm: client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"arm:{arm}"]))) for arm in ARMS
             }
-        assert all(len(r) == 1 for r in by_arm.values()), by_arm  # one flow run per arm, the killed one included
+        brief = {arm: [(r.name, r.state_name, r.run_count, sorted(r.tags)) for r in found] for arm, found in by_arm.items()}
+        assert all(len(r) == 1 for r in by_arm.values()), brief  # one flow run per arm, the killed one included
         submit.wait(timeout=600)
         pool_seconds = time.monotonic() - started
     finally:
@@ -183,3 +186,45 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
     timing = [c for c in logs[0].columns if c.endswith(("_time_s", "_per_s"))]  # wall clock
     assert list(logs[0]["step"]) == list(range(1, 9))
     pd.testing.assert_frame_equal(logs[0].drop(columns=timing), logs[1].drop(columns=timing))  # step 1 before the kill, the rest after
+
+
+class _LostResponse(httpx.BaseTransport):
+    """Transport of a busy server (labelled fake network, real server behind it): the first POST to
+    create a flow run reaches the server, which creates the run, and its answer is lost (read
+    timeout), so Prefect's client sends the same request again."""
+
+    def __init__(self, transport):
+        self.transport, self.lost = transport, 0
+
+    def handle_request(self, request):
+        response = self.transport.handle_request(request)
+        if request.method == "POST" and request.url.path.endswith("/create_flow_run") and not self.lost:
+            response.read()
+            self.lost += 1
+            raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+    def close(self):
+        self.transport.close()
+
+
+def test_an_arm_is_created_once_when_the_servers_answer_is_lost_and_the_client_sends_again(prefect_server_url):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_RETRY_JITTER_FACTOR, temporary_settings
+
+    from flows.study_pool import submit_arm
+
+    with temporary_settings({PREFECT_API_URL: prefect_server_url, PREFECT_CLIENT_RETRY_JITTER_FACTOR: 0}):
+        with get_client(sync_client=True) as client:
+            flow_id = client.create_flow_from_name(f"lost-answer-{uuid.uuid4().hex[:8]}")
+            deployment = client.create_deployment(flow_id, "lost-answer")
+            runs = lambda: client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment])))  # noqa: E731
+            flaky = client._client._transport = _LostResponse(client._client._transport)
+            run = submit_arm(client, deployment, "study-arm-a", {}, ["arm:a"], submission="s1")
+            assert flaky.lost == 1  # the answer was lost once and the request sent again
+            assert [r.id for r in runs()] == [run.id]  # the repeat got the run the first request created
+            # without the key (Prefect's plain call) the same lost answer leaves two runs of one arm
+            flaky.lost = 0
+            client.create_flow_run_from_deployment(deployment, parameters={}, tags=["arm:b"], name="study-arm-b")
+            assert flaky.lost == 1 and sorted(r.name for r in runs()) == ["study-arm-a", "study-arm-b", "study-arm-b"]
