@@ -41,9 +41,8 @@ from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayo
 from components.machine import machine_record
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
-from components.study.layout import StudyLayout
+from components.study.layout import ARM_FILE, StudyLayout
 from components.study.report import (
-    ARM_FILE,
     CURVE_COLUMNS,
     CURVE_FILE,
     METRICS_FILE,

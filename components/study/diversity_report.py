@@ -42,8 +42,8 @@ from components.data.selection import in_domains
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
 from components.machine import machine_label
-from components.study.layout import StudyLayout
-from components.study.report import ARM_FILE, arm_family
+from components.study.layout import ARM_FILE, StudyLayout
+from components.study.report import arm_family
 
 TASKS_FILE = "per_group_diversity.csv"
 FAMILY_LABELS = {"list": "list selection", "count": "constrained counting", "arith": "arithmetic"}

@@ -26,8 +26,8 @@ import pandas as pd
 from components.contracts.atomic import atomic_write_text
 from components.evaluation.statistics import benjamini_hochberg, paired_test
 from components.machine import machine_label
-from components.study.layout import StudyLayout
-from components.study.report import ARM_FILE, arm_family
+from components.study.layout import ARM_FILE, StudyLayout
+from components.study.report import arm_family
 
 PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`
 PLANT, REMOVAL = "planted-bias", "planted-to-parity"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPORT, TABLE, PLOT, NOTES, ARMS = "report.md", "table.csv", "plot.png", "notes.md", "arms"
+ARM_FILE = "arm.json"  # in arms/<arm>/: the arm's record (name, kind, overrides, fingerprint, machine, seconds)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from components.evaluation.length_control import gaps_from_variant_means
 from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
 from components.release.gate import evaluate_gates
+from components.study.layout import ARM_FILE
 
-ARM_FILE = "arm.json"
 METRICS_FILE = SUMMARY_FILE
 CURVE_FILE = "learning_curve.csv"
 CURVE_COLUMNS = ["arm", "step", "samples", "scope", "base_gap", "tuned_gap", "ci_low", "ci_high", "q_value"]

@@ -34,9 +34,9 @@ from components.contracts.checkpoint import (
     latest_train_state,
     step_folders,
 )
+from components.study.layout import ARM_FILE
 
 STORE_ENV = "GROUPWISE_STUDY_STORE"
-ARM_FILE = "arm.json"
 RESULTS_DIR = "results"
 
 
