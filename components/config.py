@@ -602,11 +602,12 @@ class StudyConfig(_Section):
     """`groupwise study [--study NAME]`: arms run one after another from one profile; results/<NAME>.md."""
 
     profile: str = Field("paper", description="profile every arm starts from")
-    report: Literal["consistency", "diversity", "fairness"] = Field(
+    report: Literal["consistency", "diversity", "fairness", "gate_noise"] = Field(
         "consistency",
         description="consistency: the paper's gap per arm (results/consistency/report.md) | diversity: validity, coverage, "
         "all-valid and accuracy per task family, paired against the base and between arms | fairness: the decision "
-        "benchmarks' held-out discrimination scores per arm and seed (results/NAME.md)",
+        "benchmarks' held-out discrimination scores per arm and seed | gate_noise: the default gates judged on A/A "
+        "evaluations (the base model against itself), their noise level per gate (results/NAME/report.md)",
     )
     compare: list[tuple[str, str]] = Field(
         default_factory=list,

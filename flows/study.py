@@ -41,6 +41,7 @@ from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayo
 from components.machine import machine_record
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
+from components.study.gate_noise_report import write_gate_noise_report
 from components.study.layout import ARM_FILE, StudyLayout
 from components.study.report import (
     CURVE_COLUMNS,
@@ -304,14 +305,16 @@ def _write_results(params: Params, record: dict, out: Path) -> None:
 
 
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
-    """The study's report from its finished arms: `write_consistency_report`, or for a diversity
-    study results/NAME.md, NAME.csv and NAME.png (`components.study.diversity_report`)."""
+    """The study's report from its finished arms: `write_consistency_report`, or that of its `report`
+    kind (`components.study.diversity_report`, `fairness_report`, `gate_noise_report`)."""
     if study.config.report == "fairness":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
         return write_fairness_report(study.name, study.layout, arms, f"{COMMAND} --study {study.name}")
     if study.config.report == "diversity":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
         return write_diversity_report(study.name, study.layout, arms, study.config.compare, f"{COMMAND} --study {study.name}")
+    if study.config.report == "gate_noise":
+        return write_gate_noise_report(study.name, study.layout, list(study.config.arms), f"{COMMAND} --study {study.name}")
     return write_consistency_report(study, notes)
 
 
@@ -338,7 +341,7 @@ def report_files(study: Study) -> list[Path]:
     """What the study's report consists of (those written so far): the page, its table, the plot(s)."""
     layout = study.layout
     names = [layout.report, layout.table, layout.plot]
-    if study.config.report not in ("diversity", "fairness"):
+    if study.config.report == "consistency":
         names += [layout.folder / HEADLINES, layout.folder / CURVE_FILE, layout.folder / CURVE_PLOT]
     return [p for p in names if p.is_file()]
 
