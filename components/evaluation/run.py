@@ -491,7 +491,7 @@ class Evaluation:
             for name, b in self.summary.fairness.items()
         )
         return (
-            f"held-out {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
+            f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
             f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {c.base_truncated_share:.1%} / "
             f"{c.tuned_truncated_share:.1%};{invalid} engine {engine.used}{fallback}{decisions}"
         )

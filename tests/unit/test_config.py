@@ -33,7 +33,7 @@ def test_the_fairness_profile_trains_the_study_recipe_and_judges_fairness_not_th
     assert params.train.lr == study.arms["decision-parity-s1"].overrides.get("train", {}).get("lr", params.train.lr) == 5.0e-4
     gate = params.gate
     assert gate.max_discrimination_increase == 0.01 and gate.min_profile_correlation == 0.8  # DiscrimEval judged
-    assert gate.max_length_growth == 0.25 and gate.max_compliance_drop == 0.05 and gate.max_validity_drop == 0.05
+    assert gate.max_length_growth == 0.25 and gate.max_compliance_drop == 0.05 and gate.max_validity_drop == 0.17
     assert not gate.require_significance and gate.min_relative_gap_reduction < -1  # the gap is not what it trains for
     # a registration is judged on every held-out group and task; the study's arms on its small check
     assert params.eval.max_consistency_groups == 104 and params.eval.max_diversity_tasks >= 8

@@ -321,7 +321,7 @@ def test_significance_falls_back_to_p_value_for_metrics_without_q_value():
 
 def test_default_gate_config_follows_the_paper():
     default = GateConfig()
-    assert (default.require_significance, default.max_truncated_share, default.max_validity_drop) == (True, 0.05, 0.05)
+    assert (default.require_significance, default.max_truncated_share, default.max_validity_drop) == (True, 0.05, 0.17)
     assert EvalConfig().significance_level == 0.01  # the paper's level, the gate's too
     for field, value in (("max_truncated_share", 1.5), ("max_truncated_share", -0.1), ("max_validity_drop", -0.1)):
         with pytest.raises(ValueError):

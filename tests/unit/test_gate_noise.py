@@ -27,7 +27,7 @@ def test_the_noise_level_is_z95_times_the_rms_of_the_gates_a_a_values_and_a_thre
 
     drops = [0.08, -0.02, 0.03, -0.06]  # base − candidate coverage of four A/A evaluations
     summaries = [_summary((0.3, 0.3 - w)) for w in drops]
-    noise = {g.gate: g for g in gate_noise(summaries, GateConfig())}
+    noise = {g.gate: g for g in gate_noise(summaries, GateConfig(max_coverage_drop=0.05))}
     assert {"coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate"} <= set(noise)
     assert "helpfulness" not in noise and "compliance" not in noise  # the consistency section is not judged here
     cov = noise["coverage"]
@@ -64,7 +64,12 @@ def test_the_report_lists_each_gate_with_its_refusals_and_each_arms_value(tmp_pa
         (folder / "metrics.json").write_text(json.dumps(_summary((0.3, 0.3 - drop))))
         (folder / "arm.json").write_text(json.dumps({"name": arm}))
     (layout.arms / "aa-s3").mkdir()  # unfinished: no arm.json
-    page = write_gate_noise_report("gate-noise", layout, ["aa-s1", "aa-s2", "aa-s3"], "groupwise study --study gate-noise").read_text()
+    from components.config import GateConfig
+
+    gate = GateConfig(max_coverage_drop=0.05)
+    page = write_gate_noise_report(
+        "gate-noise", layout, ["aa-s1", "aa-s2", "aa-s3"], "groupwise study --study gate-noise", gate
+    ).read_text()
     assert "2 of 3 A/A evaluations finished" in page
     (row,) = [line for line in page.splitlines() if line.startswith("| coverage |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -88,3 +93,24 @@ def test_the_gate_noise_study_is_ten_independent_a_a_draws_on_the_train_split():
         assert (p.eval.max_diversity_tasks, p.eval.samples_per_prompt, p.eval.temperature) == (8, 6, 0.7)  # the judging design
         seeds |= {p.seed, p.seed + 1}
     assert len(seeds) == 20  # no draw shared between two evaluations
+
+
+def test_no_shipped_diversity_threshold_refuses_the_unchanged_model_more_than_one_time_in_twenty():
+    """The committed A/A evaluations (results/gate-noise) against the shipped defaults: a threshold that
+    only the diversity section uses is at or above its measured 95 % noise level (a lowered default fails
+    here), and greedy decoding's held-out coverage collapse is still refused."""
+    from components.config import GateConfig, load_params
+    from components.release.gate import GATES, judge
+    from components.release.gate_noise import gate_noise
+    from components.study.gate_noise_report import finished_summaries
+
+    arms = ROOT / "results/gate-noise/arms"
+    summaries = finished_summaries(arms, sorted(p.name for p in arms.iterdir()))
+    assert len(summaries) == 10
+    shipped = load_params(ROOT / "params.yaml").gate
+    assert shipped.max_coverage_drop == GateConfig().max_coverage_drop and shipped.max_validity_drop == GateConfig().max_validity_drop
+    noise = {g.threshold_field: g for g in gate_noise(summaries.values(), shipped)}
+    for field in ("max_coverage_drop", "max_validity_drop"):
+        assert noise[field].threshold >= noise[field].level, (field, noise[field].row())
+    greedy = json.loads((ROOT / "results/consistency/arms/greedy/metrics.json").read_text())
+    assert not judge(GATES["coverage"], greedy, shipped).passed  # 0.264 -> 0.092: a real loss of diversity
