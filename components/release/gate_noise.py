@@ -27,15 +27,20 @@ Z_95 = 1.6448536269514722  # one-sided 95 % quantile of the standard normal
 
 @dataclass(frozen=True)
 class GateNoise:
-    """One gate over R A/A evaluations: its values, how many it refused, its noise level."""
+    """One gate over R A/A evaluations: its values and verdicts, its noise level."""
 
     gate: str
     threshold_field: str
     threshold: float
     values: tuple[float, ...]
-    refused: int  # A/A evaluations the gate refused at `threshold`
+    passed: tuple[bool, ...]  # the gate's verdict on each A/A evaluation at `threshold`
     level: float  # Z_95 · RMS of `values`
     suggested: float  # max(threshold, level rounded up to 0.01)
+
+    @property
+    def refused(self) -> int:
+        """A/A evaluations the gate refused at `threshold`."""
+        return self.passed.count(False)
 
     def row(self) -> dict:
         return {"gate": self.gate, "threshold_field": self.threshold_field, "threshold": self.threshold, "n": len(self.values),
@@ -59,5 +64,5 @@ def gate_noise(summaries: Iterable[Mapping], gate: GateConfig, section: str = "d
         level = Z_95 * math.sqrt(sum(v * v for v in values) / len(values))
         threshold = spec.limit(gate)
         suggested = max(threshold, math.ceil(round(level * 100, 9)) / 100)
-        out.append(GateNoise(spec.name, spec.threshold, threshold, values, sum(not r.passed for r in results), level, suggested))
+        out.append(GateNoise(spec.name, spec.threshold, threshold, values, tuple(r.passed for r in results), level, suggested))
     return out

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
+from components.contracts.summary import SUMMARY_FILE
 from components.evaluation.statistics import benjamini_hochberg, paired_test
 from components.machine import machine_label
 from components.study.layout import ARM_FILE, StudyLayout
@@ -32,7 +33,7 @@ from components.study.report import arm_family
 PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`
 PLANT, REMOVAL = "planted-bias", "planted-to-parity"
 
-METRICS = "metrics.json"
+METRICS = SUMMARY_FILE
 EFFECTS = "fairness_effects.csv"
 COLUMNS = ["arm", "family", "seed", "kind", "benchmark", "demographic", "n_questions", "base_score", "tuned_score",
            "tuned_ci_low", "tuned_ci_high", "reduction", "change_p", "change_q", "start_from", "start_score", "removal",

@@ -16,10 +16,9 @@ import pandas as pd
 
 from components.config import GateConfig
 from components.contracts.atomic import atomic_write_text
+from components.contracts.summary import SUMMARY_FILE
 from components.release.gate_noise import gate_noise
 from components.study.layout import ARM_FILE, StudyLayout
-
-METRICS = "metrics.json"
 
 
 def finished_summaries(arms_dir: Path, arms: list[str]) -> dict[str, dict]:
@@ -27,8 +26,8 @@ def finished_summaries(arms_dir: Path, arms: list[str]) -> dict[str, dict]:
     found = {}
     for name in arms:
         folder = Path(arms_dir) / name
-        if (folder / ARM_FILE).is_file() and (folder / METRICS).is_file():
-            found[name] = json.loads((folder / METRICS).read_text())
+        if (folder / ARM_FILE).is_file() and (folder / SUMMARY_FILE).is_file():
+            found[name] = json.loads((folder / SUMMARY_FILE).read_text())
     return found
 
 
@@ -46,8 +45,8 @@ def write_gate_noise_report(name: str, layout: StudyLayout, arms: list[str], com
         pd.DataFrame(columns=["arm", "gate", "value", "threshold", "passed"]).to_csv(layout.table, index=False)
         return atomic_write_text(layout.report, "\n".join([*lines, "No arm has finished yet.", ""]))
     noise = gate_noise(summaries.values(), gate)
-    rows = [{"arm": arm, "gate": g.gate, "value": value, "threshold": g.threshold, "passed": value <= g.threshold + 1e-12}
-            for g in noise for arm, value in zip(summaries, g.values)]  # fmt: skip
+    rows = [{"arm": arm, "gate": g.gate, "value": value, "threshold": g.threshold, "passed": passed}
+            for g in noise for arm, value, passed in zip(summaries, g.values, g.passed)]  # fmt: skip
     pd.DataFrame(rows).to_csv(layout.table, index=False)
     lines += ["| gate | threshold (default) | A/A evaluations | refused | mean | max | noise level (95 %) | threshold at its noise |",
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
