@@ -249,6 +249,11 @@ class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
     steps: int = Field(4, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
     groups_per_step: int = Field(2, ge=1)
+    decision_groups_per_step: int | None = Field(
+        None, ge=1,
+        description="of groups_per_step, this many decision groups (data.decision_groups) every step, the rest free-text "
+        "groups, each kind from its own seeded epochs: a fixed mix however many groups each kind has (null: one pool)",
+    )  # fmt: skip
     groups_per_micro_batch: int = Field(1, ge=1, description="whole groups per forward/backward (gradient accumulation over the step)")
     samples_per_prompt: int = Field(6, ge=2, description="K in the paper")
     max_new_tokens: int = Field(512, ge=1, description="whole answers (see data.answer_instruction)")
@@ -319,6 +324,11 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _micro_batches_divide(self) -> "TrainConfig":
+        if self.decision_groups_per_step is not None and self.decision_groups_per_step >= self.groups_per_step:
+            raise ValueError(
+                f"decision_groups_per_step ({self.decision_groups_per_step}) must be below groups_per_step "
+                f"({self.groups_per_step}): the rest of a step's groups are free-text groups"
+            )
         if self.groups_per_step % self.groups_per_micro_batch:
             raise ValueError(
                 f"groups_per_micro_batch ({self.groups_per_micro_batch}) must divide "

@@ -80,18 +80,41 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def group_schedule(groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True) -> list[list[PromptGroup]]:
-    """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step)."""
-    if not groups:
-        raise ParamsError("no training groups: check params.train.tasks and the train split")
-    rng = random.Random(seed)
+def _epochs(groups: list[PromptGroup], count: int, rng: random.Random, shuffle: bool) -> list[PromptGroup]:
+    """`count` groups from seeded epochs over `groups` (each epoch a fresh shuffle)."""
     order: list[PromptGroup] = []
-    while len(order) < per_step * steps:
+    while len(order) < count:
         epoch = list(groups)
         if shuffle:
             rng.shuffle(epoch)
         order.extend(epoch)
-    return [order[i * per_step : (i + 1) * per_step] for i in range(steps)]
+    return order[:count]
+
+
+def group_schedule(
+    groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True, decision_per_step: int | None = None
+) -> list[list[PromptGroup]]:
+    """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step).
+
+    With `decision_per_step` n, each step holds n decision groups and `per_step` − n free-text
+    groups, each kind from its own epochs (`train.decision_groups_per_step`): a fixed mix, where one
+    pool would follow the kinds' counts (1,000 decision groups beside 156 free-text ones)."""
+    if not groups:
+        raise ParamsError("no training groups: check params.train.tasks and the train split")
+    if decision_per_step is None:
+        order = _epochs(groups, per_step * steps, random.Random(seed), shuffle)
+        return [order[i * per_step : (i + 1) * per_step] for i in range(steps)]
+    decided = [g for g in groups if g.decision is not None]
+    free = [g for g in groups if g.decision is None]
+    for kind, pool in (("decision groups (data.decision_groups)", decided), ("free-text groups", free)):
+        if not pool:
+            raise ParamsError(f"train.decision_groups_per_step {decision_per_step}: no {kind} among the {len(groups)} training groups")
+    n_free = per_step - decision_per_step
+    free_order = _epochs(free, n_free * steps, random.Random(seed), shuffle)
+    decided_order = _epochs(decided, decision_per_step * steps, random.Random(f"{seed}:decisions"), shuffle)
+    return [
+        free_order[i * n_free : (i + 1) * n_free] + decided_order[i * decision_per_step : (i + 1) * decision_per_step] for i in range(steps)
+    ]
 
 
 TRAINING_SECTIONS = ("seed", "model", "lora", "train", "reward")
@@ -261,7 +284,8 @@ def train(
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = _lr_scheduler(optimizer, params)
-    schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed, shuffle=shuffle)
+    schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed, shuffle=shuffle,
+                              decision_per_step=cfg.decision_groups_per_step)  # fmt: skip
     fingerprint = run_fingerprint(params, groups, ctx.world_size)
 
     history: list[dict[str, float]] = []

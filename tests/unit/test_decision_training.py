@@ -140,3 +140,40 @@ def test_decision_rollouts_can_carry_the_references_log_odds(tiny_model_dir, tmp
     assert all(t.reference_logodds == pytest.approx(p.decision_logodds, abs=1e-4) for t, p in zip(tuned, plain))  # π_ref = base
     assert any(abs(t.decision_logodds - p.decision_logodds) > 1e-3 for t, p in zip(tuned, plain))
     assert all(r.reference_logodds is None for r in decision_rollouts(model, tokenizer, groups, sampling, batch_size=3))
+
+
+def test_a_fixed_mix_gives_every_step_its_decision_groups_however_many_there_are():
+    from components.grpo.trainer import group_schedule
+
+    decided = [decision_group(i) for i in range(40)]
+    free = consistency_groups(3)
+    pool = group_schedule(decided + free, per_step=3, steps=12, seed=5)
+    assert any(all(g.decision is not None for g in step) for step in pool)  # one pool: the 40 crowd out the 3
+    mixed = group_schedule(decided + free, per_step=3, steps=12, seed=5, decision_per_step=1)
+    assert [sum(g.decision is not None for g in step) for step in mixed] == [1] * 12
+    free_order = [g.group_id for step in mixed for g in step if g.decision is None]
+    assert sorted(free_order[:3]) == sorted(g.group_id for g in free)  # whole epochs of the free-text groups
+    assert len({g.group_id for step in mixed for g in step if g.decision is not None}) == 12  # 12 distinct of 40
+    again = group_schedule(free + decided, per_step=3, steps=12, seed=5, decision_per_step=1)
+    assert [[g.group_id for g in s] for s in again] == [[g.group_id for g in s] for s in mixed]  # seeded, not order-bound
+    with pytest.raises(ValueError, match="no decision groups"):
+        group_schedule(free, per_step=3, steps=2, seed=5, decision_per_step=1)
+
+
+def test_the_mix_must_leave_room_for_free_text_groups():
+    from pydantic import ValidationError
+
+    from components.config import TrainConfig
+
+    assert TrainConfig(groups_per_step=3, decision_groups_per_step=1).decision_groups_per_step == 1
+    with pytest.raises(ValidationError, match="decision_groups_per_step \\(2\\) must be below groups_per_step \\(2\\)"):
+        TrainConfig(groups_per_step=2, decision_groups_per_step=2)
+
+
+def test_training_with_a_fixed_mix_scores_both_kinds_every_step(tiny_model_dir, tmp_path):
+    groups = [decision_group(i) for i in range(6)] + consistency_groups(1)
+    params = decision_params(steps=2, groups_per_step=2, decision_groups_per_step=1)
+    weights = {"decision_parity": 1.0, "entropy_helpfulness": 0.4, "stability": 0.6}
+    result = train(params.model_copy(update={"reward": params.reward.model_copy(update={"weights": weights})}),
+                   groups, tiny_model_dir, tmp_path / "a", show_progress=False)  # fmt: skip
+    assert all(h["decision/spread_mean"] > 0 and h["reward/entropy_helpfulness_mean"] > 0 for h in result.history)
