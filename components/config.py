@@ -644,6 +644,12 @@ class StudyConfig(_Section):
         if any(arm.seeds for arm in self.arms.values()):
             self.arms = expand_seeds(self.arms)
         for name, arm in self.arms.items():
+            shared = [key for key in ("data", "paths") if key in arm.overrides]
+            if shared:
+                raise ValueError(
+                    f"arms.{name}.overrides: {shared} are built once for every arm of a study (its groups); "
+                    "set them in the study's overrides, or give the arm a study of its own"
+                )
             if arm.start_from is not None and (arm.start_from not in self.arms or self.arms[arm.start_from].kind != "train"):
                 raise ValueError(f"arms.{name}.start_from: {arm.start_from!r} is not a train arm of this study")
             if arm.start_from is not None and list(self.arms).index(arm.start_from) > list(self.arms).index(name):

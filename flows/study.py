@@ -106,13 +106,18 @@ class Study:
         return self.arms_dir / arm
 
 
+def study_params(params: Params, study: Study) -> Params:
+    """The study's own params: its overrides over the study profile. Its shared steps (benchmarks,
+    groups, model, validation) run with these, once for every arm."""
+    return with_overrides(params, study.config.overrides) if study.config.overrides else params
+
+
 def arm_params(params: Params, study: Study, name: str) -> Params:
     """The arm's params: the study's overrides, then the arm's, over the study profile; its own
     checkpoint and report folders."""
     arm = study.config.arms[name]
     folder = f"data/{study.folder}/{name}"
-    if study.config.overrides:
-        params = with_overrides(params, study.config.overrides)
+    params = study_params(params, study)
     overrides = arm.overrides
     if arm.start_from is not None:  # the other arm's final adapter (it runs first: StudyConfig checks the order)
         start = f"data/{study.folder}/{arm.start_from}/checkpoints/latest"
@@ -373,7 +378,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model, steps.validate):
-            print(f"[study] {step(params, parent).summary}")
+            print(f"[study] {step(study_params(params, chosen_study), parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)
             if arm_done(

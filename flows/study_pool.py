@@ -46,6 +46,7 @@ from flows.study import (
     report_files,
     restore_start_adapter,
     run_arm,
+    study_params,
     write_study_report,
 )
 
@@ -106,7 +107,7 @@ def study_arm(
     params, chosen = load_study(params_path, study_name)
     if arm not in chosen.config.arms:
         raise ParamsError(f"study: unknown arm {arm!r}; arms of study {chosen.name!r}: {sorted(chosen.config.arms)}")
-    _prepare_project(params, parent_run_id)
+    _prepare_project(study_params(params, chosen), parent_run_id)
     arm_p = arm_params(params, chosen, arm)
     fingerprint = arm_fingerprint(arm_p, chosen.config.arms[arm].kind)
     shared = store_path(store)

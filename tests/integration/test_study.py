@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 
 from components.config import load_params
 from components.machine import machine_label, machine_record
+from components.validation.suite import groups_sha256
 from flows import steps
 from flows.study import study
 from tests.conftest import ROOT, make_project, seed_tiny_model
@@ -88,6 +89,21 @@ def test_study_names_an_unknown_arm(tmp_path, prefect_harness):
     project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "arms": ARMS}})
     with pytest.raises(ValueError, match=r"unknown arm\(s\) \['nope'\].*greedy"):
         study(str(project / "params.yaml"), ["nope"])
+
+
+def test_a_study_builds_its_groups_with_its_own_overrides(tmp_path, tiny_model_dir, prefect_harness):
+    """The study's overrides (its data, its groups folder) are what its shared steps build and check, not the profile's."""
+    arms = {"greedy": ARMS["greedy"]}
+    overrides = {"paths": {"groups": "data/groups_study", "validation": "data/validation_study"}, "data": {"max_chars": 700}}
+    project = make_project(tmp_path / "p", "tiny", {"study": {"profile": "tiny", "overrides": overrides, "arms": arms}})
+    seed_tiny_model(project, tiny_model_dir)
+    study(str(project / "params.yaml"), ["greedy"])
+    assert (project / "data/groups_study/consistency.jsonl").is_file() and not (project / "data/groups").exists()
+    report = json.loads((project / "data/validation_study/report.json").read_text())
+    assert report["success"] and report["settings"]["max_chars"] == 700  # validated by the study's data rules
+    assert report["groups_dir"].endswith("groups_study")
+    record = json.loads((project / "results/consistency/arms/greedy/arm.json").read_text())
+    assert record["groups_sha256"] == groups_sha256(project / "data/groups_study")  # the arm ran on the study's groups
 
 
 def test_register_inside_a_dvc_experiment_judges_gates_but_registers_nothing(tmp_path, tiny_model_dir, monkeypatch):

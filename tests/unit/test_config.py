@@ -321,3 +321,12 @@ def test_a_study_arm_is_judged_only_as_another_arm_of_the_study():
     for bad in ("nope", "plant-2"):  # not an arm; the arm's own family
         with pytest.raises(ValueError, match=rf"arms.plant-2-s1.judged_as: '{bad}' is not another arm of this study"):
             StudyConfig(arms={**arms, "plant-2": {"seeds": [1, 2], "judged_as": bad}})
+
+
+def test_a_study_arm_cannot_change_the_groups_every_arm_shares():
+    from components.config import StudyConfig
+
+    assert StudyConfig(overrides={"data": {"max_chars": 900}}, arms={"a": {}}).overrides["data"] == {"max_chars": 900}
+    for key, value in (("data", {"max_chars": 900}), ("paths", {"groups": "data/other"})):
+        with pytest.raises(ValueError, match=rf"arms.a.overrides: \['{key}'\] are built once for every arm of a study"):
+            StudyConfig(arms={"a": {"overrides": {key: value}}})
