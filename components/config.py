@@ -324,6 +324,10 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _micro_batches_divide(self) -> "TrainConfig":
+        if self.decision_groups_per_step is not None and self.objective != "grpo":
+            raise ValueError(
+                f"decision_groups_per_step mixes free-text groups into a step: objective {self.objective} trains on decision groups only"
+            )
         if self.decision_groups_per_step is not None and self.decision_groups_per_step >= self.groups_per_step:
             raise ValueError(
                 f"decision_groups_per_step ({self.decision_groups_per_step}) must be below groups_per_step "

@@ -93,7 +93,7 @@ def select_eval_groups(groups: list[PromptGroup], params: Params) -> tuple[list[
     split = params.eval.split
     in_split = [g for g in groups if g.split == split]
     domains = params.eval.domains
-    consistency = interleave_domains(select_groups(in_split, ["consistency"], domains))
+    consistency = interleave_domains(select_groups(in_split, ["consistency"], domains, "eval.domains"))
     consistency = consistency[: params.eval.max_consistency_groups]
     first_phrasing: dict[str, PromptGroup] = {}
     for group in in_split:

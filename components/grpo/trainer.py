@@ -92,13 +92,20 @@ def _epochs(groups: list[PromptGroup], count: int, rng: random.Random, shuffle: 
 
 
 def group_schedule(
-    groups: list[PromptGroup], per_step: int, steps: int, seed: int, shuffle: bool = True, decision_per_step: int | None = None
+    groups: list[PromptGroup],
+    per_step: int,
+    steps: int,
+    seed: int,
+    shuffle: bool = True,
+    decision_per_step: int | None = None,
+    ranks: int = 1,
 ) -> list[list[PromptGroup]]:
     """Seeded epochs over the groups, `per_step` whole groups per step (the data cursor is the step).
 
     With `decision_per_step` n, each step holds n decision groups and `per_step` − n free-text
     groups, each kind from its own epochs (`train.decision_groups_per_step`): a fixed mix, where one
-    pool would follow the kinds' counts (1,000 decision groups beside 156 free-text ones)."""
+    pool would follow the kinds' counts (1,000 decision groups beside 156 free-text ones). The step
+    is laid out in `ranks` equal blocks (`DistContext.shard`), each with its share of both kinds."""
     if not groups:
         raise ParamsError("no training groups: check params.train.tasks and the train split")
     if decision_per_step is None:
@@ -110,11 +117,22 @@ def group_schedule(
         if not pool:
             raise ParamsError(f"train.decision_groups_per_step {decision_per_step}: no {kind} among the {len(groups)} training groups")
     n_free = per_step - decision_per_step
+    if n_free % ranks or decision_per_step % ranks:
+        raise ParamsError(
+            f"train.decision_groups_per_step {decision_per_step} of groups_per_step {per_step}: each kind must split evenly "
+            f"over the {ranks} processes (every process gets its share of both)"
+        )
     free_order = _epochs(free, n_free * steps, random.Random(seed), shuffle)
     decided_order = _epochs(decided, decision_per_step * steps, random.Random(f"{seed}:decisions"), shuffle)
-    return [
-        free_order[i * n_free : (i + 1) * n_free] + decided_order[i * decision_per_step : (i + 1) * decision_per_step] for i in range(steps)
-    ]
+    free_each, decided_each = n_free // ranks, decision_per_step // ranks
+    schedule = []
+    for i in range(steps):
+        step: list[PromptGroup] = []
+        for r in range(ranks):  # rank r's block: its free-text groups, then its decision groups
+            step += free_order[i * n_free + r * free_each : i * n_free + (r + 1) * free_each]
+            step += decided_order[i * decision_per_step + r * decided_each : i * decision_per_step + (r + 1) * decided_each]
+        schedule.append(step)
+    return schedule
 
 
 TRAINING_SECTIONS = ("seed", "model", "lora", "train", "reward")
@@ -285,7 +303,7 @@ def train(
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = _lr_scheduler(optimizer, params)
     schedule = group_schedule(groups, cfg.groups_per_step, cfg.steps, params.seed, shuffle=shuffle,
-                              decision_per_step=cfg.decision_groups_per_step)  # fmt: skip
+                              decision_per_step=cfg.decision_groups_per_step, ranks=ctx.world_size)  # fmt: skip
     fingerprint = run_fingerprint(params, groups, ctx.world_size)
 
     history: list[dict[str, float]] = []

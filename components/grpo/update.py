@@ -227,9 +227,12 @@ def policy_update(
         if scheduler is not None:
             scheduler.step()
         grad_norms.append(float(grad_norm))
-    totals = ctx.all_reduce_sum(totals)
+    recorded = float(any(mb.engine_logp is not None for mb in micro_batches))
+    totals, recorded = ctx.all_reduce_sum(torch.cat([totals, torch.tensor([recorded], dtype=torch.float64)])).split([6, 1])
     mismatch_metrics = {}
-    if any(mb.engine_logp is not None for mb in micro_batches):
+    # every rank joins the mismatch collectives when any rank's rollouts carry the engine's log-probs
+    # (a rank whose groups are all decision groups has none: they are the trainer's own prefill)
+    if recorded.item() > 0:
         largest = max(ctx.all_gather_object(float(mismatch[3])))
         abs_sum, seen_tokens, outside = ctx.all_reduce_sum(mismatch[:3]).tolist()
         mismatch_metrics = {

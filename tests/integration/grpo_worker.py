@@ -78,13 +78,26 @@ def run_update(args) -> None:
                 for _ in range(3):
                     length = int(torch.randint(1, 9, (1,), generator=gen))
                     ids = tuple(int(t) for t in torch.randint(0, 1000, (length,), generator=gen))
-                    rollouts.append(Rollout(g, group.group_id, member.variant_id, member.text, "", prompt_ids, ids, False))
+                    # --engine-logp first-half: the first half of the groups (rank 0's under two processes) carry
+                    # an engine's log-probs, as vLLM free-text rollouts beside decision groups (the trainer's prefill) do
+                    engine = tuple(-2.0 for _ in ids) if args.engine_logp == "first-half" and g < len(all_groups) // 2 else ()
+                    rollouts.append(Rollout(g, group.group_id, member.variant_id, member.text, "", prompt_ids, ids, False, engine))
         rewards_all = torch.rand(len(rollouts), generator=gen)
         mine = set(ctx.shard(list(range(len(all_groups)))))
         local_groups = [all_groups[g] for g in sorted(mine)]
         remap = {g: i for i, g in enumerate(sorted(mine))}
         local = [
-            Rollout(remap[r.group_index], r.group_id, r.variant_id, r.prompt, r.completion, r.prompt_ids, r.completion_ids, False)
+            Rollout(
+                remap[r.group_index],
+                r.group_id,
+                r.variant_id,
+                r.prompt,
+                r.completion,
+                r.prompt_ids,
+                r.completion_ids,
+                False,
+                r.behaviour_logprobs,
+            )  # fmt: skip
             for r in rollouts
             if r.group_index in mine
         ]
@@ -114,6 +127,7 @@ if __name__ == "__main__":
     parser.add_argument("--micro", type=int, default=1)
     parser.add_argument("--loss-type", default="grpo")
     parser.add_argument("--scale", choices=["group", "batch", "none"], default="group")
+    parser.add_argument("--engine-logp", choices=["none", "first-half"], default="none")
     parser.add_argument("--lr-scheduler", choices=["constant", "linear", "cosine"], default="constant")
     parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--rollout-engine", choices=["transformers", "vllm"], default="transformers")

@@ -137,17 +137,23 @@ def test_resume_refuses_a_state_from_another_configuration(tiny_model_dir, tmp_p
         train(changed, groups(4), tiny_model_dir, tmp_path / "latest2", show_progress=False, resume=True, state_dir=state_dir)
 
 
-@pytest.mark.parametrize("loss_type,micro,scale", [("grpo", 1, "group"), ("dapo", 2, "batch")])
-def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro, scale):
-    """scale batch: each rank holds half the batch, the std is every rank's (batch_reward_std)."""
+@pytest.mark.parametrize(
+    "loss_type,micro,scale,engine_logp", [("grpo", 1, "group", "none"), ("dapo", 2, "batch", "none"), ("grpo", 1, "group", "first-half")]
+)
+def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro, scale, engine_logp):
+    """scale batch: each rank holds half the batch, the std is every rank's (batch_reward_std).
+    engine_logp first-half: only rank 0's rollouts carry an engine's log-probs (vLLM free text beside
+    decision groups), so the ranks must agree to join the importance-sampling metrics' collectives."""
     one, two = tmp_path / "one", tmp_path / "two"
-    common = ["update", "--model-dir", str(tiny_model_dir), "--loss-type", loss_type, "--micro", str(micro), "--scale", scale]
+    common = ["update", "--model-dir", str(tiny_model_dir), "--loss-type", loss_type, "--micro", str(micro), "--scale", scale,
+              "--engine-logp", engine_logp]  # fmt: skip
     run(worker(*common, "--out", str(one)))
     run(torchrun(2, *common, "--out", str(two)))
     m1, m2 = json.loads((one / "metrics.json").read_text()), json.loads((two / "metrics.json").read_text())
     for a, b in zip(m1, m2):
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["tokens"] == b["tokens"] and a["kl"] == pytest.approx(b["kl"], abs=1e-7)
+        assert ("mismatch/is_clipped_share" in a) == ("mismatch/is_clipped_share" in b) == (engine_logp != "none")
     w1, w2 = load_file(str(one / "adapter.safetensors")), load_file(str(two / "adapter.safetensors"))
     moved = max(w1[k].abs().max().item() for k in w1 if "lora_B" in k)
     assert moved > 1e-3, "the updates must move the LoRA weights"

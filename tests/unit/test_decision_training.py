@@ -152,12 +152,21 @@ def test_a_fixed_mix_gives_every_step_its_decision_groups_however_many_there_are
     mixed = group_schedule(decided + free, per_step=3, steps=12, seed=5, decision_per_step=1)
     assert [sum(g.decision is not None for g in step) for step in mixed] == [1] * 12
     free_order = [g.group_id for step in mixed for g in step if g.decision is None]
+    alone = [g.group_id for step in group_schedule(free, per_step=2, steps=12, seed=5) for g in step]
+    assert free_order == alone  # the free-text groups drawn as a run on them alone draws them
     assert sorted(free_order[:3]) == sorted(g.group_id for g in free)  # whole epochs of the free-text groups
     assert len({g.group_id for step in mixed for g in step if g.decision is not None}) == 12  # 12 distinct of 40
     again = group_schedule(free + decided, per_step=3, steps=12, seed=5, decision_per_step=1)
-    assert [[g.group_id for g in s] for s in again] == [[g.group_id for g in s] for s in mixed]  # seeded, not order-bound
+    assert [[g.group_id for g in s] for s in again] == [
+        [g.group_id for g in s] for s in mixed
+    ]  # the kinds' interleaving in the file does not matter
     with pytest.raises(ValueError, match="no decision groups"):
         group_schedule(free, per_step=3, steps=2, seed=5, decision_per_step=1)
+    # two processes: each rank's contiguous block (DistContext.shard) holds one group of each kind
+    two = group_schedule(decided + free, per_step=4, steps=6, seed=5, decision_per_step=2, ranks=2)
+    assert [[g.decision is not None for g in step] for step in two] == [[False, True, False, True]] * 6
+    with pytest.raises(ValueError, match="must split evenly over the 2 processes"):
+        group_schedule(decided + free, per_step=3, steps=2, seed=5, decision_per_step=1, ranks=2)
 
 
 def test_the_mix_must_leave_room_for_free_text_groups():
@@ -168,6 +177,8 @@ def test_the_mix_must_leave_room_for_free_text_groups():
     assert TrainConfig(groups_per_step=3, decision_groups_per_step=1).decision_groups_per_step == 1
     with pytest.raises(ValidationError, match="decision_groups_per_step \\(2\\) must be below groups_per_step \\(2\\)"):
         TrainConfig(groups_per_step=2, decision_groups_per_step=2)
+    with pytest.raises(ValidationError, match="objective counterfactual_logit_pairing trains on decision groups only"):
+        TrainConfig(groups_per_step=3, decision_groups_per_step=1, objective="counterfactual_logit_pairing")
 
 
 def test_training_with_a_fixed_mix_scores_both_kinds_every_step(tiny_model_dir, tmp_path):

@@ -33,6 +33,8 @@ def test_domain_patterns_select_names_and_globs():
     groups = [group("list-colour-000", "diversity"), group("arith-add-001", "diversity"), group("count-odd-1-9", "diversity")]
     assert [g.domain for g in select_groups(groups, ["diversity"], ["list-*", "count-*"])] == ["list-colour-000", "count-odd-1-9"]
     assert select_groups(groups, ["consistency"], None) == []
+    with pytest.raises(ParamsError, match=r"eval.domains: \['lists-\*'\] match no domain of the diversity groups; their domains: \['arith"):
+        select_groups(groups, ["diversity"], ["list-*", "lists-*"], "eval.domains")  # a misspelt pattern is not ignored
 
 
 def _tasks(arm_values: dict[str, list[float]], metric="all_valid", fam="list") -> pd.DataFrame:
