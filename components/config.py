@@ -144,6 +144,12 @@ class LoraConfig(_Section):
 class AdvantageConfig(_Section):
     estimator: str = "grpo"
     scale: Literal["group", "batch", "none"] = "group"
+    decision_scale: Literal["group", "batch", "none"] | None = Field(
+        None,
+        description="the scale of decision groups' advantages when it differs from `scale` (null: as scale): none keeps "
+        "decision_parity's size (the distance from the target) beside free-text groups scaled per group, whose unit-size "
+        "pushes on one-token answers outweighed the free-text groups' gradient (results/compliance-parity)",
+    )
     eps: float = Field(1e-4, gt=0)
     seed_alpha: float = Field(0.5, ge=0, description="seed_grpo: the SEED-GRPO alpha, sensitivity to semantic entropy (was alpha)")
     scaling: Literal["linear", "exp", "focal"] = Field(

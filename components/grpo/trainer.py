@@ -168,8 +168,14 @@ def score_batch(batch: GroupBatch, params: Params, ctx: DistContext) -> tuple[to
     rewards, per_fn = compute_rewards(batch, params.reward)
     needs_uncertainty = uses_uncertainty(cfg.advantage.estimator) or cfg.advantage.clustering == "answer"
     uncertainty = group_uncertainty(batch, cfg.advantage) if needs_uncertainty else None
-    global_std = batch_reward_std(rewards, ctx) if cfg.advantage.scale == "batch" and ctx.enabled else None
+    global_std = batch_reward_std(rewards, ctx) if "batch" in (cfg.advantage.scale, cfg.advantage.decision_scale) and ctx.enabled else None
     advantages = get_adv_est(cfg.advantage.estimator)(rewards, batch.index, cfg.advantage, uncertainty, global_std=global_std)
+    decided = torch.tensor([batch.groups[r.group_index].decision is not None for r in batch.rollouts], dtype=torch.bool)
+    if cfg.advantage.decision_scale not in (None, cfg.advantage.scale) and bool(decided.any()):
+        own = cfg.advantage.model_copy(update={"scale": cfg.advantage.decision_scale})  # decision groups: their own scale
+        advantages = torch.where(
+            decided, get_adv_est(cfg.advantage.estimator)(rewards, batch.index, own, uncertainty, global_std=global_std), advantages
+        )
     stages = advantage_stages(rewards, batch.index, cfg.advantage, advantages, global_std=global_std)
 
     lengths = torch.tensor([len(r.completion_ids) for r in batch.rollouts], dtype=torch.float64)

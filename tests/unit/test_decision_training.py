@@ -188,3 +188,41 @@ def test_training_with_a_fixed_mix_scores_both_kinds_every_step(tiny_model_dir, 
     result = train(params.model_copy(update={"reward": params.reward.model_copy(update={"weights": weights})}),
                    groups, tiny_model_dir, tmp_path / "a", show_progress=False)  # fmt: skip
     assert all(h["decision/spread_mean"] > 0 and h["reward/entropy_helpfulness_mean"] > 0 for h in result.history)
+
+
+def test_decision_groups_can_keep_their_rewards_size_beside_free_text_groups_scaled_per_group():
+    """advantage.decision_scale none: a decision group's advantages are its centred rewards
+    (decision_parity's distance from the target), the free-text group's stay scaled by its std."""
+    from components.contracts.rollouts import GroupBatch, Rollout
+    from components.grpo.distributed import DistContext
+    from components.grpo.trainer import score_batch
+
+    decided, free = decision_group(0), consistency_groups(1)[0]
+    rollouts = [
+        Rollout.of(0, decided, m, completion=answer, prompt_ids=(1,), completion_ids=(2,), truncated=False, decision_logodds=0.01 * v)
+        for v, m in enumerate(decided.members)
+        for answer in ("yes", "no", "yes")
+    ]
+    answers = ("Bonds and index funds.", "Stocks, bonds, cash and property funds for the long run.", "Gold.")
+    rollouts += [
+        Rollout.of(1, free, m, completion=a, prompt_ids=(1,), completion_ids=(2, 3), truncated=False) for m in free.members for a in answers
+    ]
+    batch = GroupBatch([decided, free], rollouts)
+    params = decision_params()
+    weights = {"decision_parity": 1.0, "entropy_helpfulness": 0.4, "stability": 0.6}
+    params = params.model_copy(update={"reward": params.reward.model_copy(update={"weights": weights})})
+
+    def scored(decision_scale):
+        advantage = params.train.advantage.model_copy(update={"decision_scale": decision_scale})
+        p = params.model_copy(update={"train": params.train.model_copy(update={"advantage": advantage})})
+        advantages, _, rewards = score_batch(batch, p, DistContext())
+        return advantages.double(), rewards.double()
+
+    same, rewards = scored(None)
+    own, _ = scored("none")
+    d, f = batch.rollouts_of(0), batch.rollouts_of(1)
+    assert torch.allclose(own[d], rewards[d] - rewards[d].mean(), atol=1e-6)  # unscaled: the reward's own size
+    assert torch.allclose(own[f], same[f]) and torch.allclose(
+        own[f], (rewards[f] - rewards[f].mean()) / (rewards[f].std() + 1e-4), atol=1e-5
+    )
+    assert rewards[d].std() < 0.5 and same[d].abs().max() > 2 * own[d].abs().max()  # scaled per group, small distances were pushed hard
