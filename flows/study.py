@@ -377,8 +377,9 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     chosen = pick_arms(chosen_study, arms)
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
+        shared = study_params(params, chosen_study)  # what every arm's groups are built and checked with
         for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model, steps.validate):
-            print(f"[study] {step(study_params(params, chosen_study), parent).summary}")
+            print(f"[study] {step(shared, parent).summary}")
         for arm_name in chosen:
             arm = arm_params(params, chosen_study, arm_name)
             if arm_done(
