@@ -27,7 +27,7 @@ def select_groups(
     otherwise narrow the selection without a word)."""
     of_tasks = [g for g in groups if g.task in tasks]
     present = sorted({g.domain for g in of_tasks})
-    unmatched = [p for p in domains or () if not any(fnmatchcase(d, p) for d in present)]
+    unmatched = [p for p in domains or () if not any(in_domains(d, [p]) for d in present)]
     if unmatched and of_tasks:
         raise ParamsError(f"{field}: {unmatched} match no domain of the {'/'.join(tasks)} groups; their domains: {present}")
     return [g for g in of_tasks if in_domains(g.domain, domains)]

@@ -27,13 +27,12 @@ from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE
 from components.evaluation.statistics import benjamini_hochberg, paired_test
 from components.machine import machine_label
-from components.study.layout import ARM_FILE, StudyLayout
+from components.study.layout import ARM_FILE, StudyLayout, has_finished
 from components.study.report import arm_family
 
 PARITY = "decision-parity"  # the arms the targets name; a variant of a recipe says `judged_as: <arm>`
 PLANT, REMOVAL = "planted-bias", "planted-to-parity"
 
-METRICS = SUMMARY_FILE
 EFFECTS = "fairness_effects.csv"
 COLUMNS = ["arm", "family", "seed", "kind", "benchmark", "demographic", "n_questions", "base_score", "tuned_score",
            "tuned_ci_low", "tuned_ci_high", "reduction", "change_p", "change_q", "start_from", "start_score", "removal",
@@ -60,12 +59,12 @@ def arm_rows(arms_dir: Path, name: str, start: str | None, family: str | None = 
     """One row per benchmark and gated demographic of a finished arm (none if unfinished); `family`:
     the arm its seeds were expanded from (the study config's, else the arm itself)."""
     folder = Path(arms_dir) / name
-    if not (folder / ARM_FILE).is_file() or not (folder / METRICS).is_file():
+    if not has_finished(folder):
         return []
-    record, metrics = json.loads((folder / ARM_FILE).read_text()), json.loads((folder / METRICS).read_text())
+    record, metrics = json.loads((folder / ARM_FILE).read_text()), json.loads((folder / SUMMARY_FILE).read_text())
     effects = pd.read_csv(folder / EFFECTS) if (folder / EFFECTS).is_file() else None
     start_dir = Path(arms_dir) / start if start else None
-    start_metrics = json.loads((start_dir / METRICS).read_text()) if start_dir and (start_dir / METRICS).is_file() else None
+    start_metrics = json.loads((start_dir / SUMMARY_FILE).read_text()) if start_dir and (start_dir / SUMMARY_FILE).is_file() else None
     start_effects = pd.read_csv(start_dir / EFFECTS) if start_dir and (start_dir / EFFECTS).is_file() else None
     rows = []
     for benchmark, summary in (metrics.get("fairness") or {}).items():

@@ -18,7 +18,7 @@ from components.config import GateConfig
 from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE
 from components.release.gate_noise import gate_noise
-from components.study.layout import ARM_FILE, StudyLayout
+from components.study.layout import StudyLayout, has_finished
 
 
 def finished_summaries(arms_dir: Path, arms: list[str]) -> dict[str, dict]:
@@ -26,7 +26,7 @@ def finished_summaries(arms_dir: Path, arms: list[str]) -> dict[str, dict]:
     found = {}
     for name in arms:
         folder = Path(arms_dir) / name
-        if (folder / ARM_FILE).is_file() and (folder / SUMMARY_FILE).is_file():
+        if has_finished(folder):
             found[name] = json.loads((folder / SUMMARY_FILE).read_text())
     return found
 

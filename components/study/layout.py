@@ -14,8 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.contracts.summary import SUMMARY_FILE
+
 REPORT, TABLE, PLOT, NOTES, ARMS = "report.md", "table.csv", "plot.png", "notes.md", "arms"
 ARM_FILE = "arm.json"  # in arms/<arm>/: the arm's record (name, kind, overrides, fingerprint, machine, seconds)
+
+
+def has_finished(arm_dir: Path) -> bool:
+    """An arm's folder holds a finished arm: its record and its evaluation summary (metrics.json)."""
+    return (Path(arm_dir) / ARM_FILE).is_file() and (Path(arm_dir) / SUMMARY_FILE).is_file()
 
 
 @dataclass(frozen=True)

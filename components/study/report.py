@@ -28,7 +28,7 @@ from components.evaluation.length_control import gaps_from_variant_means
 from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
 from components.release.gate import evaluate_gates
-from components.study.layout import ARM_FILE
+from components.study.layout import ARM_FILE, has_finished
 
 METRICS_FILE = SUMMARY_FILE
 CURVE_FILE = "learning_curve.csv"
@@ -129,7 +129,7 @@ def study_table(arms_dir: Path, order: list[str] | None = None) -> pd.DataFrame:
     """All finished arms under `arms_dir` (results/consistency/arms: those with both files), in `order` when given."""
     rows = []
     for arm_dir in sorted(Path(arms_dir).glob("*")):
-        if (arm_dir / ARM_FILE).is_file() and (arm_dir / METRICS_FILE).is_file():
+        if has_finished(arm_dir):
             rows += arm_rows(arm_dir)
     frame = pd.DataFrame(rows)
     if order and not frame.empty:
