@@ -52,7 +52,21 @@ class StudyLayout:
         return self.folder / ARMS
 
     def notes(self) -> list[str]:
-        """The "- " lines of notes.md (a person's findings), without the dash; [] without the file."""
+        """The top-level "- " items of notes.md (a person's findings), without the dash; [] without the file.
+
+        An item keeps its indented lines (a wrapped sentence, a nested list) joined by newlines, so a
+        report that writes it back as "- item" renders the whole finding, not its first line.
+        """
         if not self.notes_file.is_file():
             return []
-        return [line[2:] for line in self.notes_file.read_text().splitlines() if line.startswith("- ")]
+        items: list[list[str]] = []
+        inside = False
+        for line in self.notes_file.read_text().splitlines():
+            if line.startswith("- "):
+                items.append([line[2:]])
+                inside = True
+            elif inside and line.startswith((" ", "\t")) and line.strip():
+                items[-1].append(line)
+            else:
+                inside = False
+        return ["\n".join(item) for item in items]
