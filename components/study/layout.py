@@ -3,7 +3,7 @@
     results/<study>/report.md        the page (regenerated from the arms)
     results/<study>/table.csv        every arm's rows, as the page shows them
     results/<study>/plot.png         the study's figure (learning_curve.png for the consistency study)
-    results/<study>/notes.md         what a person adds: findings outside the table ("- " lines)
+    results/<study>/notes.md         what a person adds: findings outside the table ("- " items)
     results/<study>/arms/<arm>/      one finished arm: metrics.json, per-group tables, arm.json, samples
 
 Benchmarks keep theirs in results/benchmarks/.
