@@ -38,6 +38,7 @@ from prefect.cache_policies import NO_CACHE
 from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
 from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_write_text
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
+from components.contracts.summary import SUMMARY_FILE
 from components.machine import machine_record
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
@@ -46,7 +47,6 @@ from components.study.layout import ARM_FILE, StudyLayout
 from components.study.report import (
     CURVE_COLUMNS,
     CURVE_FILE,
-    METRICS_FILE,
     curve_rows,
     headline_metrics,
     plot_learning_curve,
@@ -187,7 +187,7 @@ def learning_curve(params: Params, study: Study, name: str, parent: str) -> None
 
     layout = CheckpointLayout(params.paths.checkpoints)
     path = study.arm_dir(name) / CURVE_FILE
-    final_gap = read_summary(study.arm_dir(name) / METRICS_FILE).consistency
+    final_gap = read_summary(study.arm_dir(name) / SUMMARY_FILE).consistency
     final = read_state(layout.latest)
     ends = curve_rows(name, 0, 0, untrained(final_gap)) + curve_rows(name, int(final["steps"]), int(final["samples"]), final_gap)
     done = pd.read_csv(path) if path.is_file() else pd.DataFrame(ends, columns=CURVE_COLUMNS)

@@ -30,7 +30,6 @@ from components.evaluation.statistics import paired_test
 from components.release.gate import evaluate_gates
 from components.study.layout import ARM_FILE, has_finished
 
-METRICS_FILE = SUMMARY_FILE
 CURVE_FILE = "learning_curve.csv"
 CURVE_COLUMNS = ["arm", "step", "samples", "scope", "base_gap", "tuned_gap", "ci_low", "ci_high", "q_value"]
 
@@ -56,7 +55,7 @@ def helpfulness_label(definition: HelpfulnessDefinition | None, arm: dict) -> st
 def arm_rows(arm_dir: Path) -> list[dict]:
     """One row per scope (each domain, overall) of one finished arm."""
     arm = json.loads((arm_dir / ARM_FILE).read_text())
-    summary = read_summary(arm_dir / METRICS_FILE)
+    summary = read_summary(arm_dir / SUMMARY_FILE)
     c, d = summary.consistency, summary.diversity
     helpfulness = helpfulness_label(summary.helpfulness_definition, arm)
     from_means = means_length_control(arm_dir / PER_GROUP_CONSISTENCY_FILE)  # one fit an arm, not one a scope
