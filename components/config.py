@@ -251,6 +251,24 @@ class RolloutConfig(_Section):
     importance_sampling: ImportanceSamplingConfig = ImportanceSamplingConfig()
 
 
+class DecisionPairingConfig(_Section):
+    """Counterfactual logit pairing added to the GRPO loss on a step's decision groups (`train.decision_pairing`)."""
+
+    weight: float = Field(
+        0.0,
+        ge=0,
+        description="λ: the step's decision groups (train.decision_groups_per_step) are not sampled; λ × their pairing "
+        "loss (mean_v |ℓ_v − ℓ̄| + beta KL at the decision position, components.grpo.counterfactual) joins the GRPO "
+        "loss of the free-text groups in the same optimizer step (0: off)",
+    )
+    beta: float = Field(
+        0.2,
+        ge=0,
+        description="KL(π_ref ‖ π_θ) at the decision position inside the pairing loss: holds the decisions' level, "
+        "which the L1 term alone leaves free (0.2: the fairness profile's beta, with which the pairing baseline ran)",
+    )
+
+
 class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
     steps: int = Field(4, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
@@ -325,6 +343,7 @@ class TrainConfig(_Section):
         "from, train.init_adapter, frozen: change one behaviour of a tuned model and keep the rest of it)",
     )
     log_rollouts_every: int = Field(3, ge=0, description="MLflow table of sampled rollouts every N steps (0: never)")
+    decision_pairing: DecisionPairingConfig = DecisionPairingConfig()
     advantage: AdvantageConfig = AdvantageConfig()
     rollout: RolloutConfig = RolloutConfig()
 
@@ -333,6 +352,11 @@ class TrainConfig(_Section):
         if self.decision_groups_per_step is not None and self.objective != "grpo":
             raise ValueError(
                 f"decision_groups_per_step mixes free-text groups into a step: objective {self.objective} trains on decision groups only"
+            )
+        if self.decision_pairing.weight > 0 and (self.objective != "grpo" or self.decision_groups_per_step is None):
+            raise ValueError(
+                "decision_pairing.weight > 0 adds a loss on each step's decision groups to GRPO on its free-text groups: "
+                "it needs objective grpo and decision_groups_per_step (the decision groups of a step)"
             )
         if self.decision_groups_per_step is not None and self.decision_groups_per_step >= self.groups_per_step:
             raise ValueError(

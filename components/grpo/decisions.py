@@ -26,7 +26,7 @@ from components.grpo.reference import Reference
 
 def last_position_logits(model, tokenizer, texts: list[str]) -> tuple[torch.Tensor, dict]:
     """fp32 logits of each (left-padded) prompt's last position, and the encoding they came from."""
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(next(model.parameters()).device)
     positions = (enc["attention_mask"].cumsum(dim=1) - 1).clamp(min=0)
     return model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1].float(), enc
 

@@ -34,7 +34,7 @@ from components.generation.context import check_fits, context_length, longest_pr
 from components.generation.sampling import SamplingConfig
 from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncertainty
 from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
-from components.grpo.counterfactual import clp_update
+from components.grpo.counterfactual import check_pairing_rewards, clp_update, pairing_term_loss
 from components.grpo.decisions import decision_spreads
 from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.reference import Reference
@@ -45,6 +45,7 @@ from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
+from components.rewards.registry import REWARDS, is_decision
 
 StepCallback = Callable[[int, dict[str, float]], None]
 RolloutCallback = Callable[[int, list[dict]], None]
@@ -282,6 +283,9 @@ def train(
     (`components.plugins.check_registered_names`, as `flows.steps.train` does on every rank).
     """
     check_answer_clustering(groups, params.train.advantage)
+    registered = dict(REWARDS.items())
+    check_pairing_rewards(params.reward.weights, {name: fn.applies is is_decision for name, fn in registered.items()},
+                          params.train.decision_pairing.weight)  # fmt: skip
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
     checkpoint_dir = Path(checkpoint_dir)
@@ -355,16 +359,20 @@ def train(
                 update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg, reference)
                 metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
             else:
+                shard, extra_loss = ctx.shard(schedule[step - 1]), None
+                if cfg.decision_pairing.weight > 0:  # the decision groups train by their log-odds, unsampled
+                    decided = [g for g in shard if g.decision is not None]
+                    shard = [g for g in shard if g.decision is None]
+                    extra_loss = pairing_term_loss(trainer_model, model, tokenizer, decided, cfg, reference, ctx.world_size)
                 synced = engine.sync(model, step)
-                batch = collect_rollouts(engine, ctx.shard(schedule[step - 1]), sampling, (model, tokenizer), cfg.generation_batch_size,
+                batch = collect_rollouts(engine, shard, sampling, (model, tokenizer), cfg.generation_batch_size,
                                          reference if anchored else None)  # fmt: skip
                 engine.release()
                 t_gen = time.perf_counter() - t0
                 model.train()
                 advantages, metrics, rewards = score_batch(batch, params, ctx)
-                update = policy_update(
-                    model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id, ctx, reference
-                )
+                update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id,
+                                       ctx, reference, extra_loss)  # fmt: skip
             elapsed = time.perf_counter() - t0
             samples += int(metrics["samples"])
             metrics.update(update)

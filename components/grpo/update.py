@@ -11,6 +11,7 @@
                                                         components.grpo.policy_losses, + beta k3;
                                                         w_i: the loss type on the global batch, losses.py)
             backward (DDP all-reduces on the last micro-batch only)
+        + the gradient of `extra_loss` (train.decision_pairing: a loss on the step's decision groups)
         clip the gradient norm, optimizer step, scheduler step
 
 With DDP each rank holds whole groups; DDP averages gradients over ranks, so each rank's loss is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -158,11 +160,15 @@ def policy_update(
     pad_id: int,
     ctx: DistContext,
     reference: Reference = BASE,
+    extra_loss: Callable[[bool], dict[str, float]] | None = None,
 ) -> dict[str, float]:
     """mu optimizer steps on one batch; returns metrics summed over ranks, averaged over iterations.
 
     `model` is the peft model (π_ref through `reference`), `trainer_model` the module that
-    takes gradients (the DDP wrapper when distributed, else `model` itself).
+    takes gradients (the DDP wrapper when distributed, else `model` itself). `extra_loss(no_sync)`
+    runs its own backward into the same gradient before the micro-batches, every iteration (under
+    DDP without the all-reduce, which the last micro-batch does for both); its metrics, this rank's
+    share of the step's means, are summed over ranks and averaged over iterations.
     """
     device = next(model.parameters()).device
     micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts, cfg.rows_per_forward)
@@ -175,8 +181,12 @@ def policy_update(
     totals = torch.zeros(6, dtype=torch.float64)
     mismatch = torch.zeros(4, dtype=torch.float64)  # [sum |Δ log p|, tokens, outside [C_min, C_max], max |Δ|]
     grad_norms, lrs = [], []
+    extra: dict[str, float] = {}
     for iteration in range(cfg.num_iterations):
         optimizer.zero_grad(set_to_none=True)
+        if extra_loss is not None:
+            for key, value in extra_loss(ctx.enabled).items():
+                extra[key] = extra.get(key, 0.0) + value / cfg.num_iterations
         for j, mb in enumerate(micro_batches):
             last = j == len(micro_batches) - 1
             sync = contextlib.nullcontext() if (last or not ctx.enabled) else trainer_model.no_sync()
@@ -240,6 +250,8 @@ def policy_update(
             "mismatch/abs_logp_diff_max": largest,
             "mismatch/is_clipped_share": outside / max(seen_tokens, 1.0),
         }
+    if extra:  # every rank has its share of the extra loss's groups (group_schedule), so every rank joins
+        extra = dict(zip(sorted(extra), ctx.all_reduce_sum(torch.tensor([extra[k] for k in sorted(extra)], dtype=torch.float64)).tolist()))
     loss_sum, kl_sum, tokens, clip_low, clip_high, entropy_sum = totals.tolist()
     per_token = max(tokens, 1.0)
     return {
@@ -255,4 +267,5 @@ def policy_update(
         "micro_batches": float(len({mb.micro_id for mb in micro_batches})),
         "forward_chunks": float(len(micro_batches)),
         **mismatch_metrics,
+        **extra,
     }

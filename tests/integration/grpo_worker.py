@@ -2,6 +2,7 @@
 
 python grpo_worker.py train  --model-dir M --out O [--resume] [--steps N] [--rollout-engine vllm]  # the real trainer
 torchrun --nproc-per-node 2 grpo_worker.py update --model-dir M --out O      # two policy updates on fixed data
+                                                     [--pairing]             # with the decision pairing term
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.grpo_data import consistency_groups, tiny_params  # noqa: E402
+from tests.grpo_data import consistency_groups, decision_group, tiny_params  # noqa: E402
 
 groups = consistency_groups
 params = tiny_params
@@ -61,6 +62,11 @@ def run_update(args) -> None:
     from components.grpo.trainer import batch_reward_std
 
     p = params(groups_per_step=4, groups_per_micro_batch=args.micro, loss_type=args.loss_type, beta=0.04)
+    if args.pairing:  # two decision groups beside the four free-text ones, trained by the pairing term (one per rank)
+        from components.config import DecisionPairingConfig
+
+        p = params(groups_per_step=6, decision_groups_per_step=2, groups_per_micro_batch=args.micro, loss_type=args.loss_type,
+                   beta=0.04, decision_pairing=DecisionPairingConfig(weight=1.0, beta=0.2))  # fmt: skip
     p = p.model_copy(update={"train": p.train.model_copy(update={"advantage": p.train.advantage.model_copy(update={"scale": args.scale})})})
     seed_everything(0)
     base, tok = load_base_model(Path(args.model_dir))
@@ -106,7 +112,15 @@ def run_update(args) -> None:
         # the trainer's own global std under DDP (score_batch): every rank's rewards, one all-reduce
         global_std = batch_reward_std(rewards, ctx) if args.scale == "batch" and ctx.enabled else None
         advantages = grpo_advantage(rewards, batch.index, p.train.advantage, global_std=global_std)
-        metrics = policy_update(model, trainer_model, optimizer, None, batch, advantages, p.train, tok.pad_token_id, ctx)
+        extra_loss = None
+        if args.pairing:
+            from components.grpo.counterfactual import pairing_term_loss
+            from components.grpo.reference import BASE
+
+            decided = ctx.shard([decision_group(0), decision_group(1)])
+            extra_loss = pairing_term_loss(trainer_model, model, tok, decided, p.train, BASE, ctx.world_size)
+        metrics = policy_update(model, trainer_model, optimizer, None, batch, advantages, p.train, tok.pad_token_id, ctx,
+                                extra_loss=extra_loss)  # fmt: skip
         results.append(metrics)
     if ctx.is_main:
         out = Path(args.out)
@@ -128,6 +142,7 @@ if __name__ == "__main__":
     parser.add_argument("--loss-type", default="grpo")
     parser.add_argument("--scale", choices=["group", "batch", "none"], default="group")
     parser.add_argument("--engine-logp", choices=["none", "first-half"], default="none")
+    parser.add_argument("--pairing", action="store_true", help="add train.decision_pairing's term on two decision groups")
     parser.add_argument("--lr-scheduler", choices=["constant", "linear", "cosine"], default="constant")
     parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--rollout-engine", choices=["transformers", "vllm"], default="transformers")

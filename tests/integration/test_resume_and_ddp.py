@@ -138,15 +138,19 @@ def test_resume_refuses_a_state_from_another_configuration(tiny_model_dir, tmp_p
 
 
 @pytest.mark.parametrize(
-    "loss_type,micro,scale,engine_logp", [("grpo", 1, "group", "none"), ("dapo", 2, "batch", "none"), ("grpo", 1, "group", "first-half")]
-)
-def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro, scale, engine_logp):
+    "loss_type,micro,scale,engine_logp,pairing",
+    [("grpo", 1, "group", "none", False), ("dapo", 2, "batch", "none", False), ("grpo", 1, "group", "first-half", False),
+     ("grpo", 2, "group", "none", True)],
+)  # fmt: skip
+def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro, scale, engine_logp, pairing):
     """scale batch: each rank holds half the batch, the std is every rank's (batch_reward_std).
     engine_logp first-half: only rank 0's rollouts carry an engine's log-probs (vLLM free text beside
-    decision groups), so the ranks must agree to join the importance-sampling metrics' collectives."""
+    decision groups), so the ranks must agree to join the importance-sampling metrics' collectives.
+    pairing: the decision pairing term's backward runs without the all-reduce, which the last
+    micro-batch does for both losses; each rank holds one of its two decision groups."""
     one, two = tmp_path / "one", tmp_path / "two"
     common = ["update", "--model-dir", str(tiny_model_dir), "--loss-type", loss_type, "--micro", str(micro), "--scale", scale,
-              "--engine-logp", engine_logp]  # fmt: skip
+              "--engine-logp", engine_logp, *(["--pairing"] if pairing else [])]  # fmt: skip
     run(worker(*common, "--out", str(one)))
     run(torchrun(2, *common, "--out", str(two)))
     m1, m2 = json.loads((one / "metrics.json").read_text()), json.loads((two / "metrics.json").read_text())
@@ -154,6 +158,9 @@ def test_ddp_two_processes_match_one(tiny_model_dir, tmp_path, loss_type, micro,
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["tokens"] == b["tokens"] and a["kl"] == pytest.approx(b["kl"], abs=1e-7)
         assert ("mismatch/is_clipped_share" in a) == ("mismatch/is_clipped_share" in b) == (engine_logp != "none")
+        assert ("decision/pairing_loss" in a) == ("decision/pairing_loss" in b) == pairing
+        if pairing:
+            assert a["decision/spread_mean"] > 0 and a["decision/pairing_loss"] == pytest.approx(b["decision/pairing_loss"], abs=1e-6)
     w1, w2 = load_file(str(one / "adapter.safetensors")), load_file(str(two / "adapter.safetensors"))
     moved = max(w1[k].abs().max().item() for k in w1 if "lora_B" in k)
     assert moved > 1e-3, "the updates must move the LoRA weights"

@@ -5,28 +5,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from components.contracts.groups import DecisionSpec, Member, PromptGroup
 from components.generation.sampling import SamplingConfig, answer_prompt, single_token_ids
 from components.grpo.checkpoint import ADAPTER_DIR
 from components.grpo.decisions import decision_rollouts
 from components.grpo.trainer import train
 from components.models.lora import InitAdapterError
 from components.models.provision import load_base_model
-from tests.grpo_data import consistency_groups, tiny_params
-
-SPEC = DecisionSpec(
-    benchmark="discrim_eval", question_id=0, answer_prefix='My answer would be "', yes_words=["yes", "Yes"], no_words=["no", "No"]
-)
-
-
-def decision_group(i: int) -> PromptGroup:
-    genders = ("female", "male", "non-binary")
-    return PromptGroup(
-        group_id=f"d{i}", domain="discrim_eval", task="consistency", split="train", decision=SPEC,
-        variant_axes={"gender": list(genders)},
-        members=[Member(variant_id=g, attributes={"gender": g}, text=f"Should the {30 + i}-year-old {g} applicant get the loan?")
-                 for g in genders],
-    )  # fmt: skip
+from tests.grpo_data import DECISION_SPEC as SPEC
+from tests.grpo_data import consistency_groups, decision_group, tiny_params
 
 
 def decision_params(**train):
@@ -226,3 +212,67 @@ def test_decision_groups_can_keep_their_rewards_size_beside_free_text_groups_sca
         own[f], (rewards[f] - rewards[f].mean()) / (rewards[f].std() + 1e-4), atol=1e-5
     )
     assert rewards[d].std() < 0.5 and same[d].abs().max() > 2 * own[d].abs().max()  # scaled per group, small distances were pushed hard
+
+
+def pairing_params(**train):
+    """GRPO on the free-text groups with the paper's text rewards, the decision groups by the pairing term."""
+    params = tiny_params(**train)
+    weights = {"entropy_helpfulness": 0.4, "stability": 0.6}
+    return params.model_copy(update={"reward": params.reward.model_copy(update={"weights": weights})})
+
+
+def test_the_pairing_term_trains_the_decision_groups_without_sampling_them_beside_grpo(tiny_model_dir, tmp_path):
+    from components.config import DecisionPairingConfig
+
+    term = DecisionPairingConfig(weight=1.0, beta=0.2)
+    params = pairing_params(steps=8, groups_per_step=2, decision_groups_per_step=1, lr=1e-4, decision_pairing=term)
+    result = train(params, [decision_group(0)] + consistency_groups(1), tiny_model_dir, tmp_path / "a", show_progress=False)
+    spreads = [h["decision/spread_mean"] for h in result.history]  # the one decision group every step, before its update
+    assert spreads[-1] < 0.5 * spreads[0], spreads
+    assert result.history[0]["decision/kl"] == 0.0 and result.history[-1]["decision/kl"] > 0.0  # starts at the reference
+    assert all(h["samples"] == 2 * 3 for h in result.history)  # only the free-text group is sampled: 2 variants x K = 3
+    assert all(h["reward/entropy_helpfulness_mean"] > 0 for h in result.history)
+    off = params.model_copy(update={"train": params.train.model_copy(update={"decision_pairing": DecisionPairingConfig()})})
+    plain = train(off, [decision_group(0)] + consistency_groups(1), tiny_model_dir, tmp_path / "b", show_progress=False)
+    assert "decision/kl" not in plain.history[0]  # weight 0: the decision group is sampled and rewarded as before
+
+
+def test_the_pairing_term_refuses_rewards_that_would_score_its_unsampled_groups(tiny_model_dir, tmp_path):
+    from pydantic import ValidationError
+
+    from components.config import DecisionPairingConfig, TrainConfig
+    from components.grpo.counterfactual import PairingParamsError
+
+    term = DecisionPairingConfig(weight=1.0)
+    params = decision_params(steps=1, groups_per_step=2, decision_groups_per_step=1, decision_pairing=term)
+    with pytest.raises(PairingParamsError, match=r"\['decision_parity'\] score decision groups"):
+        train(params, [decision_group(0)] + consistency_groups(1), tiny_model_dir, tmp_path / "a", show_progress=False)
+    with pytest.raises(ValidationError, match="needs objective grpo and decision_groups_per_step"):
+        TrainConfig(groups_per_step=2, decision_pairing=term)
+    with pytest.raises(ValidationError, match="needs objective grpo and decision_groups_per_step"):
+        TrainConfig(groups_per_step=2, objective="counterfactual_logit_pairing", decision_pairing=term)
+
+
+def test_the_pairing_terms_gradient_is_the_pairing_baselines_times_its_weight(tiny_model_dir):
+    """The term alone (no GRPO rows) takes the gradient the counterfactual logit pairing baseline takes, scaled by λ."""
+    from components.grpo.counterfactual import PairingTerm, pairing_backward
+    from components.models.lora import attach_lora
+
+    base, tokenizer = load_base_model(tiny_model_dir, "float32")
+    model = attach_lora(base, tiny_params().lora)
+    torch.manual_seed(0)
+    for name, weight in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(weight, std=0.2)  # away from the reference: the KL has a gradient
+    groups = [decision_group(0), decision_group(1)]
+
+    def grads(weight: float, micro: int) -> dict[str, torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        parts = pairing_backward(model, model, tokenizer, PairingTerm(groups, 2, weight, beta=0.5, micro_groups=micro))
+        assert parts["spread"] > 0 and parts["kl"] > 0
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    one, three, split = grads(1.0, 2), grads(3.0, 2), grads(1.0, 1)
+    assert all(torch.allclose(three[n], 3 * one[n], rtol=1e-4, atol=1e-5) for n in one)
+    assert all(torch.allclose(split[n], one[n], rtol=1e-4, atol=1e-5) for n in one)  # micro-batching changes memory, not the gradient
+    assert max(g.abs().max().item() for g in one.values()) > 0
