@@ -185,7 +185,7 @@ def policy_update(
     for iteration in range(cfg.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         if extra_loss is not None:
-            for key, value in extra_loss(ctx.enabled).items():
+            for key, value in extra_loss(ctx.enabled and bool(micro_batches)).items():  # a later backward all-reduces
                 extra[key] = extra.get(key, 0.0) + value / cfg.num_iterations
         for j, mb in enumerate(micro_batches):
             last = j == len(micro_batches) - 1
