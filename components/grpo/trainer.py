@@ -45,7 +45,7 @@ from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
-from components.rewards.registry import REWARDS, is_decision
+from components.rewards.registry import REWARDS, is_decision, is_free_text
 
 StepCallback = Callable[[int, dict[str, float]], None]
 RolloutCallback = Callable[[int, list[dict]], None]
@@ -283,8 +283,7 @@ def train(
     (`components.plugins.check_registered_names`, as `flows.steps.train` does on every rank).
     """
     check_answer_clustering(groups, params.train.advantage)
-    registered = dict(REWARDS.items())
-    check_pairing_rewards(params.reward.weights, {name: fn.applies is is_decision for name, fn in registered.items()},
+    check_pairing_rewards(params.reward.weights, {name: fn.applies is is_decision for name, fn in REWARDS.items()},
                           params.train.decision_pairing.weight)  # fmt: skip
     cfg = params.train
     ctx = ctx or init_from_env(cfg.device)
@@ -361,8 +360,8 @@ def train(
             else:
                 shard, extra_loss = ctx.shard(schedule[step - 1]), None
                 if cfg.decision_pairing.weight > 0:  # the decision groups train by their log-odds, unsampled
-                    decided = [g for g in shard if g.decision is not None]
-                    shard = [g for g in shard if g.decision is None]
+                    decided = [g for g in shard if is_decision(g)]
+                    shard = [g for g in shard if is_free_text(g)]
                     extra_loss = pairing_term_loss(trainer_model, model, tokenizer, decided, cfg, reference, ctx.world_size)
                 synced = engine.sync(model, step)
                 batch = collect_rollouts(engine, shard, sampling, (model, tokenizer), cfg.generation_batch_size,
