@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -46,6 +46,9 @@ class _Section(BaseModel):
 
 class PathsConfig(_Section):
     templates: Path = Path("data/templates")
+    heldout_templates: Path | None = Field(
+        None, description="templates whose groups are all held out: domains only ever evaluated (null: none)"
+    )
     groups: Path = Path("data/groups")
     validation: Path = Path("data/validation")
     base_model: Path = Path("data/models/base")
@@ -89,11 +92,15 @@ class DataConfig(_Section):
         'and 95.8 % end with EOS within 512 (measured on 360 base samples; "Whole answers" in the docs)',
     )
     min_chars: int = Field(8, ge=1)
-    max_chars: int = Field(600, ge=1)
+    max_chars: int = Field(1500, ge=1, description="DiscrimEval's decision prompts (data.decision_groups) run to 1,343 characters")
     max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")
-    max_prompt_tokens: int = Field(256, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
+    max_prompt_tokens: int = Field(400, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
     decision_groups: DecisionGroupsConfig | None = Field(
-        None, description="add a decision benchmark's train questions as consistency groups (null: none)"
+        DecisionGroupsConfig(ages=[20, 40, 80, 100]),
+        description="add a decision benchmark's train questions as groups, built beside the templates' or a user's own "
+        "(the paired-consistency objective trains them with train.decision_pairing; DiscrimEval at four ages: 50 train "
+        "questions x 4 ages x 5 races = 1,000 gender groups; age 60, which the quick evaluation scores, is left out; "
+        "null: none)",
     )
 
     @model_validator(mode="after")
@@ -255,7 +262,7 @@ class DecisionPairingConfig(_Section):
     """Counterfactual logit pairing added to the GRPO loss on a step's decision groups (`train.decision_pairing`)."""
 
     weight: float = Field(
-        0.0,
+        0.25,
         ge=0,
         description="λ: the step's decision groups (train.decision_groups_per_step) are not sampled; λ × their pairing "
         "loss (mean_v |ℓ_v − ℓ̄| + beta KL at the decision position, components.grpo.counterfactual) joins the GRPO "
@@ -272,9 +279,9 @@ class DecisionPairingConfig(_Section):
 class TrainConfig(_Section):
     tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
     steps: int = Field(4, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
-    groups_per_step: int = Field(2, ge=1)
+    groups_per_step: int = Field(3, ge=1, description="whole groups per step: two free-text groups and one decision group")
     decision_groups_per_step: int | None = Field(
-        None, ge=1,
+        1, ge=1,
         description="of groups_per_step, this many decision groups (data.decision_groups) every step, the rest free-text "
         "groups, each kind from its own seeded epochs: a fixed mix however many groups each kind has (null: one pool)",
     )  # fmt: skip
@@ -284,7 +291,7 @@ class TrainConfig(_Section):
     temperature: float = Field(0.7, gt=0, description="the evaluation temperature (eval.temperature): rollouts sample what is evaluated")
     top_p: float = Field(1.0, gt=0, le=1)
     generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
-    lr: float = Field(1e-4, gt=0, le=1.0)
+    lr: float = Field(3e-4, gt=0, le=1.0)
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay on the LoRA weights")
@@ -394,7 +401,11 @@ class PlantedBiasConfig(_Section):
 
 
 class RewardConfig(_Section):
-    weights: dict[str, float] = {"entropy_helpfulness": 0.4, "stability": 0.6}
+    weights: dict[str, float] = Field(
+        {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6},
+        description="reward name -> weight (components.rewards.REWARDS); the paired-consistency objective: the paper's "
+        "a = 0.4 H_norm + b = 0.6 F_norm plus instruction_compliance at stability's weight (docs/training.md)",
+    )
     entropy_max_words: int = Field(32, ge=2, description="W_max in H_norm = H / log W_max")
     entropy_scope: Literal["answer", "window"] = Field(
         "window",
@@ -787,6 +798,11 @@ class Params(_Section):
         they do not change what it computes) and the knobs of an engine not in use (`ENGINE_KNOBS`)."""
         payload = self.model_dump(mode="json", include=set(sections), exclude_defaults=True)
         full = self.model_dump(mode="json", include=set(sections))
+        for tree in (payload, full):  # a reward added to the defaults, switched off: as if never named
+            weights = _dig(tree, ("reward", "weights"))
+            for name in ADDED_DEFAULT_REWARDS:
+                if isinstance(weights, dict) and weights.get(name) == 0:
+                    weights.pop(name)
         for path, former in FORMER_DEFAULTS.items():  # a changed default: left out at its former value, not its new one
             if path[0] not in full:
                 continue
@@ -796,7 +812,7 @@ class Params(_Section):
             if value == former:
                 inner.pop(path[-1], None)
             else:
-                inner[path[-1]] = value
+                inner[path[-1]] = _without_defaults(path, value) if former is None else value
             _prune(payload, path[:-1])
         for knobs, (engine, name) in ENGINE_KNOBS.items():  # an engine that does not run computes nothing
             if knobs[0] in full and _dig(full, engine) != name:
@@ -817,7 +833,19 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("train", "rollout", "engine"): "transformers",
     ("train", "rollout", "vllm", "dtype"): "bfloat16",
     ("eval", "dtype"): "bfloat16",
+    # the paired-consistency objective became the default (the paper's reward is the `paper` profile)
+    ("data", "max_chars"): 600,
+    ("data", "max_prompt_tokens"): 256,
+    ("data", "decision_groups"): None,
+    ("train", "groups_per_step"): 2,
+    ("train", "decision_groups_per_step"): None,
+    ("train", "lr"): 1e-4,
+    ("train", "decision_pairing", "weight"): 0.0,
+    ("reward", "weights"): {"entropy_helpfulness": 0.4, "stability": 0.6},
 }
+
+# rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out
+ADDED_DEFAULT_REWARDS: tuple[str, ...] = ("instruction_compliance",)
 
 
 # an engine's section of knobs -> (the field that picks the engine, the engine's name): counted only where it runs
@@ -825,6 +853,19 @@ ENGINE_KNOBS: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {
     ("train", "rollout", "vllm"): (("train", "rollout", "engine"), "vllm"),
     ("eval", "vllm"): (("eval", "engine"), "vllm"),
 }
+
+
+def _without_defaults(path: tuple[str, ...], value: Any) -> Any:
+    """`value` of the section at `path` (formerly null by default) as `exclude_defaults` dumps a set
+    section: only its fields that differ from the section type's own defaults."""
+    section: Any = Params
+    for key in path:
+        annotation = section.model_fields[key].annotation
+        section = next((a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), annotation)
+    if not isinstance(value, dict) or not (isinstance(section, type) and issubclass(section, BaseModel)):
+        return value
+    defaults = section().model_dump(mode="json")
+    return {key: item for key, item in value.items() if defaults.get(key, object()) != item}
 
 
 def _dig(tree: dict, path: tuple[str, ...]) -> Any:

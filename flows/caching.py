@@ -38,7 +38,9 @@ class StepInputs:
 
 
 STEP_INPUTS: dict[str, StepInputs] = {
-    "build": StepInputs(("data", "seed"), ("data",), lambda p: [p.paths.templates], lambda p: [p.paths.groups]),
+    "build": StepInputs(
+        ("data", "seed"), ("data",), lambda p: [p.paths.templates, *filter(None, [p.paths.heldout_templates])], lambda p: [p.paths.groups]
+    ),
     "prepare-model": StepInputs(("model", "seed"), ("models/provision.py",), lambda p: [], lambda p: [p.paths.base_model]),
 }
 

@@ -37,16 +37,17 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.data.importer import import_groups
 
     with runs.step_run(params.tracking, "build", params.section_dict("data", "seed"), parent_run_id) as run_id:
+        decided = []
+        if params.data.decision_groups is not None:  # beside templates' or own groups; needs `prepare-benchmarks`
+            from components.data.decision_groups import load_decision_groups
+
+            decided = load_decision_groups(params.data.decision_groups, params.paths.benchmarks)
         if params.data.groups_file is not None:
             source = params.root / params.data.groups_file
-            groups, written = import_groups(source, params.paths.groups, params.data, params.seed)
+            groups, written = import_groups(source, params.paths.groups, params.data, params.seed, extra=decided)
             runs.set_tags({"data.source": str(source), "data.source_sha256": file_sha256(source)})
         else:
-            groups = build_groups(params.paths.templates, params.data, params.seed)
-            if params.data.decision_groups is not None:  # needs the benchmark's data (`prepare-benchmarks`)
-                from components.data.decision_groups import load_decision_groups
-
-                groups += load_decision_groups(params.data.decision_groups, params.paths.benchmarks)
+            groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates) + decided
             written = write_groups(groups, params.paths.groups)
         counts = {
             f"{task}_{split}": sum(g.task == task and g.split == split for g in groups)

@@ -147,35 +147,42 @@ def assign_splits(groups: list[PromptGroup], data_cfg: DataConfig, seed: int) ->
         ranked = sorted(units, key=lambda u: _rank_key(seed, u))
         k = heldout_count(len(ranked), fractions[stratum[0]])
         heldout.update((stratum, u) for u in ranked[:k])
-    return [
-        g.model_copy(update={"split": "heldout" if unit_of(g) in heldout else "train"})
-        for g in groups
-    ]
+    return [g.model_copy(update={"split": "heldout" if unit_of(g) in heldout else "train"}) for g in groups]
 
 
-def build_groups(templates_dir: Path, data_cfg: DataConfig, seed: int) -> list[PromptGroup]:
-    """All groups of all templates in `templates_dir`, split; deterministic given `seed`.
+def build_groups(templates_dir: Path, data_cfg: DataConfig, seed: int, heldout_dir: Path | None = None) -> list[PromptGroup]:
+    """All groups of all templates in `templates_dir`, split; deterministic given `seed`; then every
+    group of the templates in `heldout_dir` (``paths.heldout_templates``), all held out: domains that
+    are only ever evaluated, such as a confirmation's data fixed before any model saw it.
 
     Order: template files by name, then groups in build order. Raises `TemplateError` on a bad
     template or when two templates produce the same group id.
     """
-    groups: list[PromptGroup] = []
     owner: dict[str, Path] = {}
-    for path, template in load_templates(Path(templates_dir)).items():
+    groups = assign_splits(_render(Path(templates_dir), data_cfg, seed, owner), data_cfg, seed)
+    if heldout_dir is not None:
+        groups += [g.model_copy(update={"split": "heldout"}) for g in _render(Path(heldout_dir), data_cfg, seed, owner)]
+    return groups
+
+
+def _render(templates_dir: Path, data_cfg: DataConfig, seed: int, owner: dict[str, Path]) -> list[PromptGroup]:
+    groups: list[PromptGroup] = []
+    for path, template in load_templates(templates_dir).items():
         built = (
-            consistency_groups(template, seed, data_cfg.answer_instruction)
+            consistency_groups(
+                template, seed, data_cfg.answer_instruction if template.answer_instruction is None else template.answer_instruction
+            )
             if isinstance(template, ConsistencyTemplate)
             else diversity_groups(template)
         )
         for g in built:
             if g.group_id in owner:
                 raise TemplateError(
-                    f"{path}: group id {g.group_id!r} also built from {owner[g.group_id]} "
-                    "(domains must be unique across templates)"
+                    f"{path}: group id {g.group_id!r} also built from {owner[g.group_id]} (domains must be unique across templates)"
                 )
             owner[g.group_id] = path
         groups.extend(built)
-    return assign_splits(groups, data_cfg, seed)
+    return groups
 
 
 def split_counts(groups: Iterable[PromptGroup]) -> dict[str, dict[str, int]]:

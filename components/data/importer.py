@@ -104,7 +104,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 cell = (cell or "").strip() if column != "text" else (cell or "")
                 if column.startswith(ATTRIBUTE_PREFIX):
                     if cell:
-                        attributes[column[len(ATTRIBUTE_PREFIX):]] = cell
+                        attributes[column[len(ATTRIBUTE_PREFIX) :]] = cell
                 elif column == "valid_answers":
                     if cell:
                         row[column] = _csv_cell_list(path, line, cell)
@@ -177,7 +177,9 @@ def rows_to_groups(path: Path, rows: list[tuple[int, dict[str, Any]]], data_cfg:
         for line, row in members[1:]:
             for name in GROUP_FIELDS:
                 if row.get(name) != first.get(name):
-                    raise ImportRowError(path, line, name, f"{row.get(name)!r} differs from line {first_line} of group {group_id!r} ({first.get(name)!r})")
+                    raise ImportRowError(
+                        path, line, name, f"{row.get(name)!r} differs from line {first_line} of group {group_id!r} ({first.get(name)!r})"
+                    )
         task = first.get("task", "consistency")
         if task == "consistency":
             _check_differs_only_on_axes(path, group_id, members, axes.get(first["domain"], {}))
@@ -224,7 +226,10 @@ def _check_differs_only_on_axes(path: Path, group_id: str, members: list[tuple[i
         )  # fmt: skip
 
 
-def import_groups(path: Path, out_dir: Path, data_cfg: DataConfig, seed: int) -> tuple[list[PromptGroup], dict[str, Path]]:
-    """Read `path`, fold it into groups and write the groups files; nothing is written on an error."""
-    groups = rows_to_groups(Path(path), read_rows(Path(path)), data_cfg, seed)
+def import_groups(
+    path: Path, out_dir: Path, data_cfg: DataConfig, seed: int, extra: list[PromptGroup] = ()
+) -> tuple[list[PromptGroup], dict[str, Path]]:
+    """Read `path`, fold it into groups and write them with `extra` (the decision groups,
+    `data.decision_groups`) as the groups files; nothing is written on an error."""
+    groups = rows_to_groups(Path(path), read_rows(Path(path)), data_cfg, seed) + list(extra)
     return groups, write_groups(groups, out_dir)

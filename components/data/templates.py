@@ -96,6 +96,9 @@ class ConsistencyTemplate(_Model):
     variant_axes: dict[str, dict[str, Text]] = Field(min_length=1)
     phrasings: list[Text] = Field(min_length=1)
     slots: dict[str, list[SlotValue]] = Field(min_length=1)
+    answer_instruction: str | None = Field(
+        None, description="appended to every prompt of this domain instead of data.answer_instruction ('': none)"
+    )
 
     @field_validator("slots")
     @classmethod
@@ -200,21 +203,12 @@ def _check_consistency(template: ConsistencyTemplate) -> None:
         if unknown := used - set(available):
             raise ValueError(f"phrasings[{i}]: unknown placeholder(s) {sorted(unknown)}")
         if unused := set(available) - used:
-            raise ValueError(
-                f"phrasings[{i}]: must use every slot and axis placeholder, "
-                f"missing {sorted(unused)}"
-            )
+            raise ValueError(f"phrasings[{i}]: must use every slot and axis placeholder, missing {sorted(unused)}")
     if template.groups > template.combinations():
+        raise ValueError(f"groups: {template.groups} groups asked but the slots give only {template.combinations()} distinct combinations")
+    if template.paraphrase_fraction > 0 and (template.phrasings_per_paraphrased_group > len(template.phrasings)):
         raise ValueError(
-            f"groups: {template.groups} groups asked but the slots give only "
-            f"{template.combinations()} distinct combinations"
-        )
-    if template.paraphrase_fraction > 0 and (
-        template.phrasings_per_paraphrased_group > len(template.phrasings)
-    ):
-        raise ValueError(
-            f"phrasings_per_paraphrased_group: {template.phrasings_per_paraphrased_group} "
-            f"but only {len(template.phrasings)} phrasings"
+            f"phrasings_per_paraphrased_group: {template.phrasings_per_paraphrased_group} but only {len(template.phrasings)} phrasings"
         )
 
 
@@ -256,15 +250,11 @@ def parse_template(raw: object, source: Path | str) -> Template:
     if "task" not in raw:
         raise TemplateError(f"{source}: key 'task': missing (one of {', '.join(kinds)})")
     if not isinstance(raw["task"], str) or raw["task"] not in kinds:
-        raise TemplateError(
-            f"{source}: key 'task': {_short(raw['task'])} is not one of {', '.join(kinds)}"
-        )
+        raise TemplateError(f"{source}: key 'task': {_short(raw['task'])} is not one of {', '.join(kinds)}")
     try:
         template = kinds[raw["task"]].model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"key '{_loc(err['loc'])}': {err['msg']}" for err in exc.errors(include_url=False)
-        )
+        problems = "; ".join(f"key '{_loc(err['loc'])}': {err['msg']}" for err in exc.errors(include_url=False))
         raise TemplateError(f"{source}: {problems}") from None
     try:
         if isinstance(template, ConsistencyTemplate):

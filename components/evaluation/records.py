@@ -47,7 +47,7 @@ from components.evaluation.metrics import (
     within_variant_sd,
 )
 from components.rewards.entropy import EntropyScope, normalized_entropy, response_entropy, words
-from components.rewards.instruction import max_sentences, sentence_count
+from components.rewards.instruction import follows, max_sentences, sentence_count
 
 MODELS = ("base", "tuned")
 
@@ -177,8 +177,9 @@ def consistency_record(
     - semantic_agreement = share of all the group's samples in the modal meaning cluster;
       cross_variant_cosine = mean embedding cosine between samples of different variants;
     - helpfulness = mean H_norm (the reward's `entropy_scope`), words = mean length, empty_rate = share of empty answers;
-    - sentences = mean sentence count, compliance = share of answers within the sentence limit N their
-      prompt states (`rewards.instruction`; max_sentences = N, NaN without a limit in any prompt);
+    - sentences = mean sentence count, compliance = share of answers that obey every limit their prompt
+      states: at most N sentences, at most W words, exactly L list items (`rewards.instruction.follows`;
+      max_sentences = N, NaN where no prompt states a limit);
     - length_controlled_gap = the gap on z(o), H made comparable across lengths by `length_model`
       (`evaluation.length_control`; NaN without one);
     - *_variant_entropy = JSON {variant_id: H̄_v}; *_axis_entropy, *_axis_helpfulness,
@@ -232,7 +233,8 @@ def consistency_record(
         row[f"{model}_axis_words"] = json.dumps(lengths, sort_keys=True)
         counts = {m.variant_id: [sentence_count(text) for text in samples[m.variant_id]] for m in group.members}
         row[f"{model}_sentences"] = float(np.mean([c for cs in counts.values() for c in cs]))
-        judged = [c <= limits[v] for v, cs in counts.items() if limits[v] for c in cs]
+        prompts = {m.variant_id: m.text for m in group.members}
+        judged = [ok for v in counts for ok in (follows(text, prompts[v]) for text in samples[v]) if ok is not None]
         row[f"{model}_compliance"] = float(np.mean(judged)) if judged else math.nan
         if length_model is None:
             row[f"{model}_length_controlled_gap"] = math.nan

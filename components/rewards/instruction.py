@@ -32,6 +32,7 @@ import pysbd
 from components.config import RewardConfig
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import Rollout
+from components.rewards.entropy import words
 from components.rewards.registry import RewardInputError, is_free_text, register_reward
 
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -78,6 +79,52 @@ def max_sentences(prompt: str) -> int | None:
 def complies(text: str, limit: int) -> bool:
     """S(o) <= N."""
     return sentence_count(text) <= limit
+
+
+_NUMBER = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+_WORD_LIMIT = re.compile(
+    rf"\b(?:at\s+most|no\s+more\s+than|not\s+more\s+than|up\s+to|a\s+maximum\s+of|in|within|under)\s+{_NUMBER}\s+words?\b",
+    re.IGNORECASE,
+)
+_LIST_ITEMS = re.compile(
+    rf"\b(?:a\s+)?(?:bulleted\s+|numbered\s+)?list\s+of\s+{_NUMBER}\s+(?:\w+\s+)?(?:points|items|bullets|tips)\b", re.IGNORECASE
+)
+_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+\S")
+
+
+def _count(word: str) -> int:
+    word = word.lower()
+    return int(word) if word.isdigit() else _NUMBERS[word]
+
+
+def max_words(prompt: str) -> int | None:
+    """W: the word limit the prompt states ("Answer in at most 40 words."); None when it states none."""
+    found = _WORD_LIMIT.findall(prompt)
+    return _count(found[-1]) if found else None
+
+
+def list_items(prompt: str) -> int | None:
+    """L: the number of list items the prompt asks for ("Answer with a list of three points."); None when none."""
+    found = _LIST_ITEMS.findall(prompt)
+    return _count(found[-1]) if found else None
+
+
+def item_count(text: str) -> int:
+    """Lines of `text` that are list items: a bullet (-, *, •) or a number ("1." or "1)") then text."""
+    return sum(bool(_ITEM.match(line)) for line in text.splitlines())
+
+
+def follows(text: str, prompt: str) -> bool | None:
+    """Does the answer obey every limit its prompt states: S(o) <= N sentences, words(o) <= W, exactly
+    L list items? None when the prompt states none (nothing to judge)."""
+    checks = []
+    if (n := max_sentences(prompt)) is not None:
+        checks.append(sentence_count(text) <= n)
+    if (w := max_words(prompt)) is not None:
+        checks.append(len(words(text)) <= w)
+    if (items := list_items(prompt)) is not None:
+        checks.append(item_count(text) == items)
+    return all(checks) if checks else None
 
 
 def compliance(text: str, limit: int) -> float:

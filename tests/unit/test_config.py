@@ -15,6 +15,25 @@ def write(tmp_path, raw) -> Path:
     return path
 
 
+# the profiles that train free-text consistency with the default objective (the rest train the paper's reward or other tasks)
+PAIRED_CONSISTENCY_PROFILES = ("default", "paired-consistency", "smoke")
+
+
+def test_the_default_objective_is_paired_consistency_for_every_way_a_user_runs_it(tmp_path):
+    """`groupwise retrain` with params.yaml, a params file of one's own with `profile: default`, and the
+    scheduled retrain (schedule.profile null) all train the paired-consistency objective."""
+    own = load_params(write(tmp_path, {"profile": "default", "schedule": {"profile": None}}))
+    for params in (load_params(ROOT / "params.yaml"), own):
+        assert params.schedule.profile is None and params.profile == "default"
+        assert params.reward.weights == {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6}
+        assert params.train.decision_pairing.weight == 0.25 and params.train.decision_pairing.beta == 0.2
+        assert params.train.decision_groups_per_step == 1 and params.train.groups_per_step == 3
+        assert params.data.decision_groups.benchmark == "discrim_eval" and params.data.decision_groups.ages == [20, 40, 80, 100]
+    paper = load_params(ROOT / "params.yaml", "paper")
+    assert {k: v for k, v in paper.reward.weights.items() if v} == {"entropy_helpfulness": 0.4, "stability": 0.6}
+    assert paper.data.decision_groups is None and paper.train.decision_pairing.weight == 0
+
+
 def test_repository_params_load_in_every_profile():
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     for profile in ["default", *raw["profiles"]]:
@@ -23,7 +42,11 @@ def test_repository_params_load_in_every_profile():
         active = {k: v for k, v in params.reward.weights.items() if v}
         expected = {"frequency_aware": 1.0} if profile in ("diversity", "gapo") else {"entropy_helpfulness": 0.4, "stability": 0.6}
         expected = {"decision_parity": 1.0} if profile == "fairness" else expected
+        if profile in PAIRED_CONSISTENCY_PROFILES:
+            expected = {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6}
         assert active == expected
+        pairing = (params.train.decision_pairing.weight, params.train.decision_groups_per_step, params.data.decision_groups is not None)
+        assert pairing == ((0.25, 1, True) if profile in PAIRED_CONSISTENCY_PROFILES else (0.0, None, profile == "fairness"))
     assert load_params(ROOT / "params.yaml", "tiny").model.source == "tiny"
     assert load_params(ROOT / "params.yaml").train.samples_per_prompt == 6
 
@@ -177,9 +200,9 @@ def test_engines_are_registry_names_checked_with_the_others(tmp_path):
     ("raw", "expected"),
     [
         ({"train": {"max_new_tokens": 100_000_000, "rollout": {"engine": "vllm"}}},
-         "train.max_new_tokens (100000000) + data.max_prompt_tokens (256) exceed train.rollout.vllm.max_model_len (1024)"),
+         "train.max_new_tokens (100000000) + data.max_prompt_tokens (400) exceed train.rollout.vllm.max_model_len (1024)"),
         ({"eval": {"max_new_tokens": 900}},
-         "eval.max_new_tokens (900) + data.max_prompt_tokens (256) exceed eval.vllm.max_model_len (1024)"),
+         "eval.max_new_tokens (900) + data.max_prompt_tokens (400) exceed eval.vllm.max_model_len (1024)"),
     ],
 )  # fmt: skip
 def test_generation_must_fit_the_vllm_engines_at_load(tmp_path, raw, expected):
