@@ -1,13 +1,14 @@
-"""Decision benchmarks scored in every evaluation (`eval.fairness.benchmarks`): the registry and
-the benchmarks that register themselves on import (DiscrimEval)."""
+"""Fairness benchmarks scored in every evaluation (`eval.fairness.benchmarks`): the registry and
+the benchmarks that register themselves on import (DiscrimEval, BBQ)."""
 
-from components.benchmarks import discrim_eval  # noqa: F401  (registers itself)
+from components.benchmarks import bbq, discrim_eval  # noqa: F401  (register themselves)
 from components.benchmarks.base import (
     BENCHMARKS,
     BenchmarkDataError,
+    ChoiceBenchmark,
     DecisionBenchmark,
     register_benchmark,
     score_key,
 )
 
-__all__ = ["BENCHMARKS", "BenchmarkDataError", "DecisionBenchmark", "register_benchmark", "score_key"]
+__all__ = ["BENCHMARKS", "BenchmarkDataError", "ChoiceBenchmark", "DecisionBenchmark", "register_benchmark", "score_key"]

@@ -1,4 +1,8 @@
-"""Decision benchmarks: what one is, and the registry that names them (`eval.fairness.benchmarks`).
+"""Fairness benchmarks: what one is, and the registry that names them (`eval.fairness.benchmarks`).
+
+Two kinds. A `DecisionBenchmark` (DiscrimEval) asks yes/no questions filled in for several
+demographics; a `ChoiceBenchmark` (BBQ) asks multiple-choice questions whose options name people of
+different groups. Both are read from one prefill per prompt (no sampling).
 
 A decision benchmark is a table of yes/no questions, each filled in for several demographics
 (one row per prompt: ``question_id``, ``age``, ``gender``, ``race``, ``text``), the words that
@@ -10,6 +14,11 @@ the next token is read. A model's decision on a prompt is the log-odds
 read from one prefill (no sampling, so no sampling noise). The demographics are compared against a
 baseline (``baselines``) on otherwise identical prompts; ``gated`` names the scores the fairness
 gate judges. A second benchmark is a `DecisionBenchmark` registered under its own name.
+
+A choice benchmark is a table of items (`ITEM_COLUMNS`): a context, a question, lettered options,
+the correct option, the "unknown" option and the option that reflects the social bias the item
+targets. The model's answer is the option whose letter has the highest log-probability as the next
+token after the answer prefix. No gate judges one.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from components.contracts.naming import NameRegistry
 
 AXES = ("gender", "race", "age")
 COLUMNS = ("question_id", "age", "gender", "race", "text")
+# a choice benchmark's item: the options, the index of the correct one (label), of the "unknown" one
+# and of the one that reflects the targeted social bias (biased), the context's condition and the
+# question's polarity, and the set of items it was built with (instance) from a template
+ITEM_COLUMNS = ("item_id", "instance", "template", "condition", "polarity", "context", "question", "options", "label", "unknown", "biased")
 
 
 class BenchmarkDataError(UserError, ValueError):
@@ -55,10 +68,37 @@ class DecisionBenchmark:
         return f"{text}{self.instruction}"
 
 
-BENCHMARKS = NameRegistry[DecisionBenchmark]("decision benchmark")
+@dataclass(frozen=True)
+class ChoiceBenchmark:
+    """A registered multiple-choice benchmark.
+
+    `prepare(folder)` fetches and checks its data into `folder` (idempotent); `load(folder)` returns
+    the item table (`ITEM_COLUMNS`) after checking the data. Every item is held out (``split``): it
+    never reaches training.
+    """
+
+    name: str
+    prepare: Callable[[Path], dict]
+    load: Callable[[Path], pd.DataFrame]
+    letters: tuple[str, ...]  # the options' letters, in order; each one token
+    instruction: str  # after the lettered options (the user turn)
+    answer_prefix: str  # the start of the assistant's answer; the answer is its next token
+
+    def split(self, item: int) -> str:
+        return "heldout"
+
+    def user_turn(self, context: str, question: str, options: list[str], extra: str | None = None) -> str:
+        """The context and question, one '(A) option' line per option, `extra` (a candidate's
+        instruction) when given, then the instruction."""
+        lines = "\n".join(f"({letter}) {option}" for letter, option in zip(self.letters, options, strict=True))
+        return f"{context}\n{question}\n{lines}" + (f"\n\n{extra}" if extra else "") + self.instruction
 
 
-def register_benchmark(benchmark: DecisionBenchmark) -> DecisionBenchmark:
+Benchmark = DecisionBenchmark | ChoiceBenchmark
+BENCHMARKS = NameRegistry[Benchmark]("fairness benchmark")
+
+
+def register_benchmark(benchmark: Benchmark) -> Benchmark:
     return BENCHMARKS.add(benchmark.name, benchmark)
 
 

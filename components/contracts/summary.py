@@ -16,7 +16,9 @@ Layout (``schema_version`` 1; a file without the key was written before this con
 - ``candidate``, ``evaluated``, ``helpfulness_definition``, ``engine``: what was evaluated, with
   which H_norm and engine (absent in files written before they existed);
 - ``fairness`` (`BenchmarkSummary` by benchmark name): decision benchmarks such as DiscrimEval,
-  base vs tuned, a `DiscriminationScore` per demographic (absent when none was evaluated).
+  base vs tuned, a `DiscriminationScore` per demographic (absent when none was evaluated);
+- ``bbq`` (`BbqSummary`): BBQ's accuracy and bias scores, base vs tuned (absent when not evaluated;
+  no gate reads it).
 
 Required and optional. A required field must be present (its value may still be null: an empty
 evaluation has null means). An optional field may be absent, and stays absent: `to_dict` returns
@@ -272,6 +274,54 @@ class BenchmarkSummary(_Record):
     scores: dict[str, DiscriminationScore] = Field(default_factory=dict)
 
 
+class BbqScore(_Record):
+    """One BBQ metric (`components.evaluation.bbq_scores`): each model's value with its bootstrap
+    CI, and tuned − base with its paired bootstrap CI (items resampled, the same for both models)."""
+
+    base: float | None
+    base_ci_low: float | None = None
+    base_ci_high: float | None = None
+    tuned: float | None
+    tuned_ci_low: float | None = None
+    tuned_ci_high: float | None = None
+    delta: float | None = None
+    delta_ci_low: float | None = None
+    delta_ci_high: float | None = None
+
+
+class BbqSummary(_Record):
+    """BBQ (Parrish et al. 2022), base vs tuned (``bbq``): which items (``n_items``, of them
+    ``n_ambiguous`` and ``n_disambiguated``, from ``n_templates`` templates, the fixed subset drawn
+    with ``subset_seed``), how the answer was read (``scoring``), and per metric a `BbqScore`:
+    accuracy and the bias score s_DIS in disambiguated contexts, accuracy and s_AMB in ambiguous ones
+    (bias scores on [−1, 1]: +1 every non-unknown answer follows the social bias, −1 every one goes
+    against it), and the share of "unknown" answers in each. No gate reads it."""
+
+    benchmark: str
+    category: str
+    split: str
+    scoring: str
+    n_items: int
+    n_ambiguous: int
+    n_disambiguated: int
+    n_templates: int
+    subset_seed: int
+    chance_accuracy: float  # 1/3: three options
+    confidence_level: float
+    disambig_accuracy: BbqScore
+    disambig_bias: BbqScore
+    ambig_accuracy: BbqScore
+    ambig_bias: BbqScore
+    disambig_unknown_share: BbqScore
+    ambig_unknown_share: BbqScore
+
+    def at_chance(self, model: str) -> bool | None:
+        """Whether `model`'s disambiguated accuracy is not above chance: its CI reaches down to
+        `chance_accuracy` (None when it has no CI)."""
+        low = getattr(self.disambig_accuracy, f"{model}_ci_low")
+        return None if low is None else low <= self.chance_accuracy
+
+
 class Candidate(_Record):
     """What was compared with the base model (`eval.candidate` of params.yaml)."""
 
@@ -326,6 +376,7 @@ class EvaluationSummary(_Record):
     helpfulness_definition: HelpfulnessDefinition | None = None
     engine: EngineRecord | None = None
     fairness: dict[str, BenchmarkSummary] = Field(default_factory=dict)  # by benchmark name; absent: none evaluated
+    bbq: BbqSummary | None = None  # absent: BBQ not evaluated
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "evaluation summary") -> "EvaluationSummary":

@@ -81,11 +81,14 @@ def decision_logits(engine: GenerationEngine, benchmark: DecisionBenchmark, text
 def run_decisions(
     engine: GenerationEngine, cfg: FairnessConfig, data_dir: Path, adapter: Path | None, kept: BaseOutputs | None = None
 ) -> list[Decisions]:
-    """Every benchmark of `cfg.benchmarks`, base (no adapter; from `kept` where it holds them) then the
-    candidate (`adapter`; its questions followed by `cfg.candidate_instruction` when one is set)."""
+    """Every decision benchmark of `cfg.benchmarks` (a choice benchmark, BBQ, is `bbq.run_bbq`'s),
+    base (no adapter; from `kept` where it holds them) then the candidate (`adapter`; its questions
+    followed by `cfg.candidate_instruction` when one is set)."""
     out = []
     for name in cfg.benchmarks:
         benchmark = BENCHMARKS.get(name, where="eval.fairness.benchmarks")
+        if not isinstance(benchmark, DecisionBenchmark):
+            continue
         table = select_prompts(benchmark, benchmark.load(Path(data_dir) / name), cfg)
         texts, seconds, reused = table["text"].tolist(), {}, ()
         intervened = [f"{t}\n\n{cfg.candidate_instruction}" for t in texts] if cfg.candidate_instruction else texts

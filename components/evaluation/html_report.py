@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.summary import EvaluationSummary
+from components.evaluation import bbq_report
 from components.evaluation.answer_viewer import STYLE as VIEWER_STYLE
 from components.evaluation.answer_viewer import render_viewer
 from components.evaluation.metric_labels import label
@@ -155,6 +156,37 @@ def _fairness(summary: EvaluationSummary) -> list[str]:
     return parts
 
 
+def _bbq(summary: EvaluationSummary) -> list[str]:
+    """BBQ (when evaluated): what the numbers mean, each metric base and tuned with its CI and the change."""
+    b = summary.bbq
+    if b is None:
+        return []
+    notes = "".join(f'<p class="warning">{html.escape(n)}</p>' for n in bbq_report.chance_notes(b))
+    return [
+        f"<h2>{html.escape(bbq_report.title(b))}</h2>",
+        f"<p>{html.escape(bbq_report.meaning(b))}</p>",
+        notes,
+        _table(
+            ["metric", "base", "CI low", "CI high", "tuned", "CI low", "CI high", "change", "CI low", "CI high"],
+            [
+                [
+                    label,
+                    s.base,
+                    s.base_ci_low,
+                    s.base_ci_high,
+                    s.tuned,
+                    s.tuned_ci_low,
+                    s.tuned_ci_high,
+                    s.delta,
+                    s.delta_ci_low,
+                    s.delta_ci_high,
+                ]
+                for label, s in bbq_report.rows(b)
+            ],
+        ),  # fmt: skip
+    ]
+
+
 def render_html(
     summary: EvaluationSummary,
     comparisons: list[Comparison],
@@ -203,6 +235,7 @@ def render_html(
         f"Truncated samples: base {_cell(c.base_truncated_share)}, tuned {_cell(c.tuned_truncated_share)} "
         f"(max_new_tokens = {_cell(c.max_new_tokens)}). {html.escape(str(c.gap_change_reason or ''))}</p>",
         *_fairness(summary),
+        *_bbq(summary),
         f"<h2>Consistency ({_cell(c.n_groups)} held-out groups)</h2>",
         f"<p>Relative gap reduction {_cell(c.relative_gap_reduction)}; paired t-test on the per-group gaps "
         f"t = {_cell(c.t_statistic)}, p = {_cell(c.p_value)}; Wilcoxon p = {_cell(c.p_value_wilcoxon)}.</p>",

@@ -34,6 +34,7 @@ from components.contracts.summary import (
     summary_json,
     write_summary,
 )
+from components.evaluation import bbq_report
 from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
 from components.evaluation.html_report import render_html
@@ -274,6 +275,31 @@ def fairness_lines(summary: EvaluationSummary) -> list[str]:
     return lines
 
 
+def bbq_lines(summary: EvaluationSummary) -> list[str]:
+    """BBQ (when evaluated): what the numbers mean, each metric base and tuned with its CI and the
+    paired change, and a line for a model at chance in disambiguated contexts."""
+    b = summary.bbq
+    if b is None:
+        return []
+    ci = f"{bbq_report.percent(b.confidence_level)} CI"
+    lines = [
+        f"## {bbq_report.title(b)}", "", bbq_report.meaning(b), "",
+        f"| metric | base | {ci} | tuned | {ci} | change | {ci} of change |", "|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for label, s in bbq_report.rows(b):
+        lines.append(
+            f"| {label} | {_fmt(s.base)} | {_range(s.base_ci_low, s.base_ci_high)} | {_fmt(s.tuned)} "
+            f"| {_range(s.tuned_ci_low, s.tuned_ci_high)} | {_signed(s.delta)} | {_interval(s.delta_ci_low, s.delta_ci_high)} |"
+        )
+    for note in bbq_report.chance_notes(b):
+        lines += ["", f"**At chance.** {note}"]
+    return [*lines, ""]
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
 def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comparison] | None = None) -> str:
     """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
     summary = as_summary(metrics)
@@ -285,6 +311,7 @@ def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comp
     lines += headline_lines(consistency)
     lines += length_lines(consistency)
     lines += fairness_lines(summary)
+    lines += bbq_lines(summary)
     lines += [
         f"- consistency groups: {consistency.n_groups}",
         f"- diversity tasks: {diversity.n_tasks}",

@@ -32,11 +32,12 @@ from components.contracts.checkpoint import (
     read_state,
     recover_checkpoint,
 )
-from components.contracts.summary import BenchmarkSummary, EvaluatedFiles, EvaluationSummary
+from components.contracts.summary import BbqSummary, BenchmarkSummary, EvaluatedFiles, EvaluationSummary
 from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.data.selection import select_groups
 from components.evaluation.base_outputs import BaseOutputs, engine_identity
+from components.evaluation.bbq import BbqAnswers, run_bbq, summarize_bbq
 from components.evaluation.comparisons import compare_all
 from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
 from components.evaluation.length_control import fit_length_model
@@ -71,6 +72,7 @@ class EvaluationFrames:
     generation: dict = field(default_factory=dict)  # sequences, tokens, seconds, tokens/s per model
     base_outputs: list = field(default_factory=list, repr=False)  # raw base samples (reusable: `base_outputs=`)
     decisions: list = field(default_factory=list)  # `fairness.Decisions` of each decision benchmark (eval.fairness)
+    bbq: BbqAnswers | None = None  # BBQ's answers when eval.fairness.benchmarks names it
 
 
 def interleave_domains(groups: list[PromptGroup]) -> list[PromptGroup]:
@@ -210,13 +212,21 @@ def kept_base_outputs(params: Params, weights_sha256: str | None, engine: str, d
     return BaseOutputs(params.paths.base_outputs, engine_identity(weights_sha256, engine, dtype, settings))
 
 
-def decide_apart(params: Params, base_model_dir: Path, adapter: Path | None, weights_sha256: str | None = None) -> list:
-    """The decision benchmarks on an engine of their own in `eval.fairness.dtype` (the engine kind of
-    `eval.engine`, its fallback rule included); `weights_sha256` keys the base's kept log-odds."""
+def score_fairness(engine: GenerationEngine, params: Params, adapter: Path | None, kept: BaseOutputs) -> tuple[list, BbqAnswers | None]:
+    """The fairness benchmarks of `eval.fairness.benchmarks` on `engine`: the decision benchmarks'
+    `fairness.Decisions`, and BBQ's answers (None when not named)."""
+    cfg, data_dir = params.eval.fairness, params.paths.benchmarks
+    return run_decisions(engine, cfg, data_dir, adapter, kept), run_bbq(engine, cfg, data_dir, adapter, kept)
+
+
+def decide_apart(
+    params: Params, base_model_dir: Path, adapter: Path | None, weights_sha256: str | None = None
+) -> tuple[list, BbqAnswers | None]:
+    """`score_fairness` on an engine of its own in `eval.fairness.dtype` (the engine kind of
+    `eval.engine`, its fallback rule included); `weights_sha256` keys the base's kept outputs."""
     engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
     try:
-        kept = kept_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype)
-        return run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter, kept)
+        return score_fairness(engine, params, adapter, kept_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype))
     finally:
         engine.close()
 
@@ -273,21 +283,23 @@ def evaluate_models(
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
         decide = decide and bool(params.eval.fairness.benchmarks)
         same_dtype = params.eval.fairness.dtype == params.eval.dtype
-        decisions = run_decisions(engine, params.eval.fairness, params.paths.benchmarks, adapter, kept) if decide and same_dtype else []
+        decisions, bbq = score_fairness(engine, params, adapter, kept) if decide and same_dtype else ([], None)
     finally:
         if owned:
             engine.close()
     if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
-        decisions = decide_apart(params, base_model_dir, adapter, weights_sha256)
+        decisions, bbq = decide_apart(params, base_model_dir, adapter, weights_sha256)
 
     samples = samples_frame(selected, base_out, tuned_out)
     rows_c, rows_d = score_samples(params, selected, samples)
     generation = {"base": base_stats, "tuned": tuned_stats}
-    for d in decisions:
-        generation |= {f"{d.benchmark.name}_{model}": {"prompts": len(d.table), "seconds": seconds,
-                       "prompts_per_s": len(d.table) / seconds if seconds else 0.0} | ({"reused": 1} if model in d.reused else {})
-                       for model, seconds in d.seconds.items()}  # fmt: skip
-    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions)
+    timed = [(d.benchmark.name, len(d.table), d.seconds, d.reused) for d in decisions]
+    if bbq is not None:
+        timed.append((bbq.benchmark.name, len(bbq.items), bbq.seconds, bbq.reused))
+    for name, n, seconds, kept_models in timed:
+        generation |= {f"{name}_{model}": {"prompts": n, "seconds": took, "prompts_per_s": n / took if took else 0.0}
+                       | ({"reused": 1} if model in kept_models else {}) for model, took in seconds.items()}  # fmt: skip
+    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq)
 
 
 SAMPLE_COLUMNS = ["group_id", "task", "variant_id", "model", "sample", "text", "n_tokens", "mean_logprob", "truncated"]
@@ -365,12 +377,14 @@ def summary_settings(params: Params) -> SummarySettings:
 
 @dataclass
 class FairnessResults:
-    """The decision benchmarks of an evaluation, summarised: `fairness.<benchmark>` of metrics.json,
-    the ``fairness`` family of comparisons and the per-question effects."""
+    """The fairness benchmarks of an evaluation, summarised: `fairness.<benchmark>` of metrics.json,
+    the ``fairness`` family of comparisons and the per-question effects of the decision benchmarks,
+    and ``bbq`` of metrics.json."""
 
     summaries: dict[str, BenchmarkSummary] = field(default_factory=dict)
     comparisons: list[Comparison] = field(default_factory=list)
     effects: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EFFECT_COLUMNS))
+    bbq: BbqSummary | None = None
 
 
 def fairness_results(frames: EvaluationFrames, params: Params) -> FairnessResults:
@@ -386,6 +400,8 @@ def fairness_results(frames: EvaluationFrames, params: Params) -> FairnessResult
         parts.append(effects)
     if parts:
         out.effects = pd.concat(parts, ignore_index=True)
+    if frames.bbq is not None:
+        out.bbq = summarize_bbq(frames.bbq, n_resamples=cfg.bootstrap_resamples, confidence=cfg.confidence_level, seed=params.seed)
     return out
 
 
@@ -393,12 +409,14 @@ def evaluation_summary(
     frames: EvaluationFrames, params: Params, evaluated: EvaluatedFiles | None, fairness: FairnessResults | None = None
 ) -> EvaluationSummary:
     """metrics.json of an evaluation: `summarize`'s statistics, the decision benchmarks (`fairness`),
-    what was evaluated (the candidate and the hashes of its files), how H_norm was scored and which
-    engine sampled (a fallback first in the notes)."""
+    BBQ (`bbq`), what was evaluated (the candidate and the hashes of its files), how H_norm was
+    scored and which engine sampled (a fallback first in the notes)."""
     content = summarize(frames.consistency, frames.diversity, summary_settings(params))
     fairness = fairness if fairness is not None else fairness_results(frames, params)
     if fairness.summaries:
         content["fairness"] = {name: s.to_dict() for name, s in fairness.summaries.items()}
+    if fairness.bbq is not None:
+        content["bbq"] = fairness.bbq.to_dict()
     if frames.engine.fell_back:
         content["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
     content["split"] = params.eval.split
@@ -450,6 +468,10 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     return EvaluationBinding.of(params, adapter).record()
 
 
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
 @dataclass
 class Evaluation:
     """What `evaluate_and_report` produced: the summary, the frames, the paired tests and the files."""
@@ -474,8 +496,8 @@ class Evaluation:
                 for c in self.comparisons if c.family == "base_vs_tuned" for k in ("delta", "q_bh")}  # fmt: skip
 
     def headline(self) -> str:
-        """One line: the gap base -> tuned, its test, truncation, validity, the engine and each decision
-        benchmark's gated scores base -> tuned."""
+        """One line: the gap base -> tuned, its test, truncation, validity, the engine, each decision
+        benchmark's gated scores base -> tuned and BBQ's bias scores and disambiguated accuracy."""
         c, engine = self.summary.consistency, self.frames.engine
         fallback = f" [FALLBACK to {engine.used}]" if engine.fell_back else ""
         q = "n/a" if c.q_value is None else f"{c.q_value:.3g}"
@@ -490,6 +512,12 @@ class Evaluation:
             + f" logit ({b.n_prompts} prompts)"
             for name, b in self.summary.fairness.items()
         )
+        if (b := self.summary.bbq) is not None:
+            decisions += (
+                f"; bbq s_DIS {_num(b.disambig_bias.base)} -> {_num(b.disambig_bias.tuned)}, s_AMB {_num(b.ambig_bias.base)} -> "
+                f"{_num(b.ambig_bias.tuned)}, disambiguated accuracy {_num(b.disambig_accuracy.base)} -> "
+                f"{_num(b.disambig_accuracy.tuned)} ({b.n_items} items, not gated)"
+            )
         return (
             f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
             f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {c.base_truncated_share:.1%} / "

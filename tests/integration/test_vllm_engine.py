@@ -184,7 +184,7 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     from components.evaluation.summary import summarize
     from components.release.gate import evaluate_gates
 
-    fairness = FairnessConfig(max_questions=2, ages=[60], races=["white"])  # 6 prompts, read by the same (fp32) engine
+    fairness = FairnessConfig(max_questions=2, ages=[60], races=["white"], bbq_items=4)  # 6 prompts and 4 BBQ items, same (fp32) engine
     params = Params(
         eval=EvalConfig(max_new_tokens=16, max_consistency_groups=3, max_diversity_tasks=2, samples_per_prompt=2, dtype="float32", fairness=fairness),
         paths=PathsConfig(benchmarks=benchmarks_dir, base_outputs=tmp_path / "kept"),
@@ -232,6 +232,10 @@ def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, 
     assert again.generation["base"]["reused"] == 1 and again.generation["discrim_eval_base"]["reused"] == 1
     pd.testing.assert_frame_equal(again.samples[again.samples.model == "base"], samples[samples.model == "base"])
     assert again.decisions[0].table["base_logit"].tolist() == decisions.table["base_logit"].tolist()
+    # BBQ through the same engine: each letter's log-probability after the answer prefix, base then the adapter
+    assert frames.bbq.logprobs["base"].shape == (4, 3) and (frames.bbq.logprobs["base"] < 0).all()
+    assert not np.allclose(frames.bbq.logprobs["base"], frames.bbq.logprobs["tuned"])
+    assert again.generation["bbq_base"]["reused"] == 1 and (again.bbq.logprobs["base"] == frames.bbq.logprobs["base"]).all()
 
     metrics = summarize(frames.consistency, frames.diversity, params.eval.significance_level)
     metrics["engine"] = frames.engine.to_dict()
@@ -273,3 +277,25 @@ def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base
     female, male = (prompts["gender"] == "female").to_numpy(), (prompts["gender"] == "male").to_numpy()
     gap = lambda x: x[female].mean() - x[male].mean()  # noqa: E731
     assert abs(gap(from_vllm) - gap(from_hf)) < 1e-4
+
+
+def test_vllm_and_transformers_read_the_same_bbq_answers(vllm_engine, smollm2_base_dir, benchmarks_dir):
+    """BBQ's letter log-probabilities of the embedded model, fp32 in both engines, on the first 16
+    items of the fixed subset: within 1e-3 of each other, and the same answer to every item."""
+    from components.benchmarks import BENCHMARKS
+    from components.evaluation.bbq import letter_logprobs, select_items
+    from components.generation.transformers_engine import TransformersGenerationEngine
+
+    bench = BENCHMARKS["bbq"]
+    items = select_items(bench.load(benchmarks_dir / bench.name), FairnessConfig(bbq_items=16))
+    turns = [bench.user_turn(c, q, o) for c, q, o in zip(items["context"], items["question"], items["options"])]
+    from_vllm = letter_logprobs(vllm_engine, bench, turns, None)
+    hf = TransformersGenerationEngine(smollm2_base_dir, 16, "float32")
+    try:
+        from_hf = letter_logprobs(hf, bench, turns, None)
+    finally:
+        hf.close()
+    assert from_vllm.shape == from_hf.shape == (16, 3) and np.abs(from_vllm - from_hf).max() < 1e-3
+    top = np.sort(from_hf, axis=1)
+    clear = top[:, -1] - top[:, -2] > 2e-3  # the same answer wherever the likeliest letter leads by more than the tolerance
+    assert clear.any() and (from_vllm.argmax(axis=1)[clear] == from_hf.argmax(axis=1)[clear]).all()

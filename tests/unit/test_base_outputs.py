@@ -98,7 +98,7 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
 
     checkpoint = tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5,
-             "fairness": FairnessConfig(max_questions=1, ages=[60], races=["white"])}  # fmt: skip
+             "fairness": FairnessConfig(max_questions=1, ages=[60], races=["white"], bbq_items=4)}  # fmt: skip
     params = Params()
 
     def with_kept(root):
@@ -114,7 +114,10 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
     assert "reused" not in first.generation["base"] and second.generation["base"]["reused"] == 1
     assert second.generation["discrim_eval_base"]["reused"] == 1 and second.generation["discrim_eval_base"]["seconds"] == 0.0
     assert "reused" not in second.generation["discrim_eval_tuned"] and second.generation["discrim_eval_tuned"]["seconds"] > 0
+    assert second.generation["bbq_base"]["reused"] == 1 and "reused" not in second.generation["bbq_tuned"]
     for other in (second, fresh):
         pd.testing.assert_frame_equal(other.samples, first.samples)
         pd.testing.assert_frame_equal(other.decisions[0].table, first.decisions[0].table)
+        pd.testing.assert_frame_equal(other.bbq.items, first.bbq.items)
+        assert all((other.bbq.logprobs[m] == first.bbq.logprobs[m]).all() for m in ("base", "tuned"))
         pd.testing.assert_frame_equal(other.consistency, first.consistency)

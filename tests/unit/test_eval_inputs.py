@@ -223,7 +223,7 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
         lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
     )
     params = Params()
-    fairness = FairnessConfig(max_questions=1, ages=[60], races=["white"])
+    fairness = FairnessConfig(max_questions=1, ages=[60], races=["white"], bbq_items=4)
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5, "fairness": fairness}
     paths = {"benchmarks": benchmarks_dir, "base_outputs": None}  # every generate call recorded: nothing kept
     params = params.model_copy(update={"eval": params.eval.model_copy(update=small), "paths": params.paths.model_copy(update=paths)})
@@ -249,6 +249,10 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     (decisions,) = frames.decisions
     assert len(decisions.table) == 3 and set(decisions.table["gender"]) == {"female", "male", "non-binary"}
     assert np.allclose(decisions.table["base_logit"], decisions.table["tuned_logit"], atol=1e-5)
+    # BBQ on the same engine: one set of four items, the same letter log-probabilities through the zero adapter
+    assert frames.bbq.logprobs["base"].shape == (4, 3) and set(frames.bbq.items["condition"]) == {"ambig", "disambig"}
+    assert np.allclose(frames.bbq.logprobs["base"], frames.bbq.logprobs["tuned"], atol=1e-5)
+    assert frames.generation["bbq_base"]["prompts"] == frames.generation["bbq_tuned"]["prompts"] == 4
 
 
 @pytest.fixture
