@@ -24,6 +24,19 @@ A head-to-head's design is "powered" when that detectable difference of the fami
 ≤ 0.15. An unseeded arm is one seed, unchanged; while no seeded arm has finished, a seeded arm's
 earlier unseeded run (`arms/<arm>/`) is reported in its place.
 
+Seed-level inference, the primary one (`components.evaluation.seed_inference`): the seeds, not the tasks,
+replicate a training method. Per comparison, family and metric, the paired differences d_{s,t} (tuned −
+base of seed s, or arm A's seed s − arm B's seed s, the same seed index `<arm>-s<i>`, which draws the same
+base samples), their per-seed means d_s = mean_t d_{s,t}, and
+
+    d̄ = mean_s d_s, its t-interval and one-sample t-test p over the n seeds (df = n − 1),
+    q_seed = Benjamini–Hochberg over the seed-level tests of the report,
+    μ̂ of d_{s,t} = μ + u_s + v_t + ε_{s,t} (seed and task random, REML), its CI and p on t with n − 1 df,
+
+the mixed model reported only where it converges with σ̂²_seed > 0. The task-level rows above treat the
+tasks as independent and ignore seed variation; `changed_conclusions` names the rows whose verdict
+(q < α) differs between the two.
+
 Metrics (GAPO, arXiv:2511.12596; SEED-GRPO, arXiv:2505.12346): `all_valid`, the share of tasks whose
 K samples name every valid option; `coverage`, the share of the valid set named; `validity`, the
 share of valid samples, which on the one-answer arithmetic tasks is the accuracy; `js_to_uniform`.
@@ -40,6 +53,7 @@ import pandas as pd
 from components.contracts.atomic import atomic_write_text
 from components.data.selection import in_domains
 from components.evaluation.metric_labels import label
+from components.evaluation.seed_inference import mixed_model_test, seed_level_test
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
 from components.machine import machine_label
 from components.study.layout import ARM_FILE, StudyLayout
@@ -59,7 +73,10 @@ ARITHMETIC_LABELS = {
 }
 COLUMNS = ["comparison", "arm", "against", "family", "metric", "n_tasks", "reference", "value", "diff",
            "ci_low", "ci_high", "p_value", "detectable", "q_value",
-           "seeds", "against_seeds", "seed_min", "seed_max", "seed_sd"]  # fmt: skip
+           "seeds", "against_seeds", "seed_min", "seed_max", "seed_sd",
+           "n_seeds", "seed_diffs", "seed_diff", "seed_ci_low", "seed_ci_high", "seed_p_value", "seed_q_value",
+           "mixed_diff", "mixed_ci_low", "mixed_ci_high", "mixed_p_value", "mixed_p_wald", "mixed_seed_sd",
+           "mixed_task_sd", "mixed_note"]  # fmt: skip
 ALPHA, POWER = 0.01, 0.8  # of the detectable difference
 POWERED_AT = 0.15  # a head-to-head design is powered when its detectable difference is at most this
 BOOTSTRAP = {"n_resamples": 2000, "confidence": 0.95, "seed": 0}
@@ -166,21 +183,65 @@ def _spread(seeds: dict[str, pd.DataFrame], fam: str, metric: str) -> dict:
     return {"seed_min": float(means.min()), "seed_max": float(means.max()), "seed_sd": float(means.std(ddof=1))}
 
 
+def seed_label(name: str, arm_fam: str) -> str:
+    """`gapo-s2` of the arm family `gapo` -> `s2`; an arm without seeds -> '' (its one seed)."""
+    return name[len(arm_fam) + 1 :] if name.startswith(f"{arm_fam}-") else ""
+
+
+def seed_differences(arm: dict[str, pd.DataFrame], fam: str, metric: str, against: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """One row per seed and task of the family: `seed` (its label), `group_id`, `d` = tuned − base of that
+    seed, or with `against` ({label: table}) the arm's tuned value − the other arm's of the same seed label."""
+    parts = []
+    for tag, frame in arm.items():
+        tasks = frame[frame["family"] == fam].set_index("group_id")
+        if against is None:
+            d = tasks[f"tuned_{metric}"] - tasks[f"base_{metric}"]
+        elif tag in against:
+            d = (tasks[f"tuned_{metric}"] - against[tag].set_index("group_id")[f"tuned_{metric}"]).dropna()
+        else:
+            continue
+        parts.append(pd.DataFrame({"seed": tag, "group_id": d.index, "d": d.to_numpy(dtype=float)}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["seed", "group_id", "d"])
+
+
+def seed_level(diffs: pd.DataFrame) -> dict:
+    """The seed-level columns of one row from its `seed_differences`: per-seed d_s, the t-test over seeds,
+    the mixed model with seed and task random (module docstring)."""
+    per_seed = diffs.groupby("seed", sort=False)["d"].mean()
+    if per_seed.empty:
+        return {"n_seeds": 0}
+    test = seed_level_test(per_seed.to_numpy())
+    mixed = mixed_model_test(diffs, "d", "seed", "group_id")
+    return {
+        "n_seeds": test.n, "seed_diffs": json.dumps({k: float(v) for k, v in per_seed.items()}),
+        "seed_diff": test.mean, "seed_ci_low": test.ci_low, "seed_ci_high": test.ci_high, "seed_p_value": test.p_value,
+        "mixed_diff": mixed.estimate if mixed.usable else None, "mixed_ci_low": mixed.ci_low, "mixed_ci_high": mixed.ci_high,
+        "mixed_p_value": mixed.p_value, "mixed_p_wald": mixed.p_value_wald,
+        "mixed_seed_sd": None if mixed.seed_var is None else max(mixed.seed_var, 0.0) ** 0.5,
+        "mixed_task_sd": None if mixed.group_var is None else max(mixed.group_var, 0.0) ** 0.5, "mixed_note": mixed.note,
+    }  # fmt: skip
+
+
 def diversity_table(arms: dict[str, pd.DataFrame], compare: list[tuple[str, str]],
                     seeds: dict[str, dict[str, pd.DataFrame]] | None = None) -> pd.DataFrame:  # fmt: skip
     """Every arm against the base, then every `compare` pair head to head; q over all rows. `arms`: per-task
-    tables (an arm family's seed-averaged, `pool_seeds`); `seeds`: each family's seed tables, for the spread."""
+    tables (an arm family's seed-averaged, `pool_seeds`); `seeds`: each family's seed tables, for the spread
+    and the seed-level columns (an arm left out is one seed); q_seed over the rows' seed-level p."""
     seeds = seeds or {}
 
     def n_seeds(name: str) -> int:
         return len(seeds.get(name, {})) or 1
+
+    def by_label(name: str) -> dict[str, pd.DataFrame]:
+        return {seed_label(arm, name): frame for arm, frame in (seeds.get(name) or {name: arms[name]}).items()}
 
     rows = []
     for name, frame in arms.items():
         for fam, tasks in frame.groupby("family", sort=True):
             for metric in metrics_of(fam):
                 rows.append({**_row("vs base", name, "base", fam, metric, tasks[f"base_{metric}"], tasks[f"tuned_{metric}"]),
-                             "seeds": n_seeds(name), "against_seeds": n_seeds(name), **_spread(seeds.get(name, {}), fam, metric)})  # fmt: skip
+                             "seeds": n_seeds(name), "against_seeds": n_seeds(name), **_spread(seeds.get(name, {}), fam, metric),
+                             **seed_level(seed_differences(by_label(name), fam, metric))})  # fmt: skip
     for a, b in compare:
         if a not in arms or b not in arms:
             continue
@@ -188,9 +249,11 @@ def diversity_table(arms: dict[str, pd.DataFrame], compare: list[tuple[str, str]
         for fam, tasks in joined.groupby("family", sort=True):
             for metric in metrics_of(fam):
                 rows.append({**_row("head to head", a, b, fam, metric, tasks[f"tuned_{metric}_b"], tasks[f"tuned_{metric}_a"]),
-                             "seeds": n_seeds(a), "against_seeds": n_seeds(b)})  # fmt: skip
-    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "q_value"])
+                             "seeds": n_seeds(a), "against_seeds": n_seeds(b),
+                             **seed_level(seed_differences(by_label(a), fam, metric, by_label(b)))})  # fmt: skip
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("q_value", "seed_q_value")])
     table["q_value"] = benjamini_hochberg([None if pd.isna(p) else float(p) for p in table["p_value"]])
+    table["seed_q_value"] = benjamini_hochberg([None if pd.isna(p) else float(p) for p in table["seed_p_value"]])
     return table[COLUMNS]
 
 
@@ -227,6 +290,66 @@ def power_lines(table: pd.DataFrame, trained: dict[str, set[str]] | None = None)
     return lines
 
 
+def _significant(q, alpha: float) -> bool:
+    return q is not None and not pd.isna(q) and q < alpha
+
+
+def verdict(row: pd.Series, alpha: float) -> str:
+    """Where the row is significant (q < α): `both` levels, `task only`, `seed only` or `neither`."""
+    task, seed = _significant(row["q_value"], alpha), _significant(row["seed_q_value"], alpha)
+    return {(True, True): "both", (True, False): "task only", (False, True): "seed only"}.get((task, seed), "neither")
+
+
+def _per_seed(cell) -> str:
+    if not isinstance(cell, str):
+        return "n/a"
+    return ", ".join(f"{k} {v:+.3f}".strip() for k, v in json.loads(cell).items())
+
+
+def seed_level_table(rows: pd.DataFrame, fam: str, alpha: float) -> list[str]:
+    """The family's seed-level table: per-seed d, d̄ [t CI] with p and q over seeds, the mixed model, the verdict."""
+    lines = ["| comparison | metric | seeds | d per seed | d̄ [95 % CI] | p | q | mixed model μ̂ [95 % CI] | p | σ seed | "
+             f"task-level q | significant (q < {alpha}) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for _, r in rows.iterrows():
+        d = f"{_num(r['seed_diff'], 3)} [{_num(r['seed_ci_low'])}, {_num(r['seed_ci_high'])}]"
+        if not pd.isna(r["seed_diff"]):
+            d = f"{r['seed_diff']:+.3f} [{_num(r['seed_ci_low'])}, {_num(r['seed_ci_high'])}]"
+        q = _p(r["seed_q_value"])
+        if _significant(r["seed_q_value"], alpha):
+            d, q = f"**{d}**", f"**{q}**"
+        mixed, mixed_p = f"n/a: {r['mixed_note']}" if isinstance(r["mixed_note"], str) else "n/a", "n/a"
+        if not pd.isna(r["mixed_diff"]):
+            mixed, mixed_p = f"{r['mixed_diff']:+.3f} [{_num(r['mixed_ci_low'])}, {_num(r['mixed_ci_high'])}]", _p(r["mixed_p_value"])
+        lines.append(f"| {r['arm']} vs {r['against']} | {metric_label(fam, r['metric'])} | {r['n_seeds']} | {_per_seed(r['seed_diffs'])} | "
+                     f"{d} | {_p(r['seed_p_value'])} | {q} | {mixed} | {mixed_p} | {_num(r['mixed_seed_sd'])} | "
+                     f"{_p(r['q_value'])} | {verdict(r, alpha)} |")  # fmt: skip
+    return lines
+
+
+def changed_conclusions(table: pd.DataFrame, alpha: float) -> str:
+    """One sentence: how many task-level findings (q < α) hold at the seed level, and the head-to-head ones that
+    do not (or that only the seed level finds)."""
+    if table.empty or not (table["n_seeds"] > 1).any():
+        return "**One seed an arm**: no seed-level inference is possible; the task-level rows stand alone and ignore seed variation."
+    verdicts = table.apply(verdict, axis=1, alpha=alpha)
+    task, kept = int(verdicts.isin(["both", "task only"]).sum()), int((verdicts == "both").sum())
+    nominal = int(((verdicts == "task only") & (table["seed_p_value"] < 0.05)).sum())
+    changed = table[verdicts.isin(["task only", "seed only"]) & (table["comparison"] == "head to head")]
+    named = []
+    for (a, b, fam), rows in changed.groupby(["arm", "against", "family"], sort=False):
+        metrics = ", ".join(f"{metric_label(fam, r['metric'])} ({r['seed_diff']:+.3f}, seed-level p {_p(r['seed_p_value'])}, "
+                            f"task-level q {_p(r['q_value'])})" for _, r in rows.iterrows())  # fmt: skip
+        named.append(f"{a} vs {b} on {FAMILY_LABELS.get(fam, fam)}: {metrics}")
+    n = int(table["n_seeds"].max())
+    if task == kept and not named:
+        return (f"**The conclusions hold at the seed level**: all {task} comparisons significant over tasks (q < {alpha}) are "
+                f"significant over the n = {n} seeds too.")  # fmt: skip
+    head = "; head to head, the verdict changes for " + "; ".join(named) if named else "; no head-to-head verdict changes"
+    return (f"**The conclusion changes at the seed level**: of the {task} comparisons significant over tasks (task-level "
+            f"q < {alpha}), {kept} stay significant over the n = {n} seeds (seed-level q < {alpha}) and {task - kept} do not "
+            f"({nominal} of these with seed-level p < 0.05 before the correction){head}.")  # fmt: skip
+
+
 def seed_lines(table: pd.DataFrame) -> list[str]:
     """The seed-to-seed spread of every arm with more than one finished seed (its base rows)."""
     rows = table[(table["comparison"] == "vs base") & (table["seeds"] > 1)]
@@ -247,14 +370,16 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
                     machines: dict[str, str] | None = None, alpha: float = 0.01, earlier: list[str] | None = None,
                     trained: dict[str, set[str]] | None = None) -> str:  # fmt: skip
     """results/NAME/report.md: the arms (with the machine each ran on, `components.machine`), whether
-    each head-to-head is powered, one table per family (base comparisons and head-to-head), the seeds' spread.
+    each head-to-head is powered, the seed-level inference (primary) and whether it changes a conclusion, per family
+    a seed-level and a task-level table (base comparisons and head-to-head), the seeds' spread.
     `earlier`: seeded arms reported from their earlier unseeded runs (`finished_arms`); `trained`: `power_lines`."""
     machines = machines or {}
     lines = [f"# Study `{name}`: per task family, paired against the base model and between arms", "",
              f"Regenerate: `{command}` (the report alone: `{command} --report-only`). Each arm trains on the "
              "families it names and is evaluated on every held-out task; a family an arm did not train on is its "
-             "capability check. d = tuned − reference, mean over held-out tasks, 95 % paired bootstrap CI, "
-             f"paired t-test p, q = Benjamini–Hochberg over every row of this report; **bold**: q < {alpha}.", "",
+             "capability check. Task-level rows (treats tasks as independent; ignores seed variation): "
+             "d = tuned − reference, mean over held-out tasks, 95 % paired bootstrap CI, "
+             f"paired t-test p, q = Benjamini–Hochberg over every task-level row of this report; **bold**: q < {alpha}.", "",
              "| arm | trains on | machine | description |", "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {a} | {trained_on.get(a, 'n/a')} | {machines.get(a, 'n/a')} | {arms[a].get('description', '')} |"
               for a in arms]  # fmt: skip
@@ -267,14 +392,32 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
                   "without seeds (`arms/<arm>/`), on the held-out tasks those runs were evaluated on."]  # fmt: skip
     if table.empty:
         return "\n".join([*lines, "", "No arm has finished yet.", ""])
+    lines += ["", "## Seed-level inference (primary)", "",
+              "Seeds are the unit of replication for a training method: a new run of the method is a new seed, and "
+              "the held-out tasks of one seed share its training run, so the seed-level test is the primary one. Per "
+              "comparison, d per seed = the mean over the family's tasks of (tuned − reference) of that seed (head to "
+              "head: arm A's seed − arm B's seed of the same index, which drew the same base samples); d̄ = their "
+              "mean over the n seeds with its 95 % t-interval and one-sample t-test p (df = n − 1), q = "
+              f"Benjamini–Hochberg over the seed-level rows; **bold**: q < {alpha}. Mixed model (secondary): the task-level "
+              "differences d_{s,t} = μ + u_s + v_t + ε_{s,t}, seed and task random (REML, statsmodels MixedLM), μ̂ "
+              "with its 95 % CI and p on t with n − 1 df (statsmodels' Wald z p: `mixed_p_wald` in table.csv); n/a, "
+              "with the reason, where it does not converge or estimates the seed variance at 0, and the seed-level "
+              f"t-test then stands alone. With n = {int(table['n_seeds'].max())} seeds the test has "
+              f"{max(int(table['n_seeds'].max()) - 1, 0)} degrees of freedom: only effects large against their "
+              "seed-to-seed spread reach significance.", "", changed_conclusions(table, alpha)]  # fmt: skip
     power = power_lines(table, trained)
     if power:
-        lines += ["", f"## Power (head to head: detectable difference ≤ {POWERED_AT:.2f})", "", *power]
+        lines += ["", f"## Power (head to head: detectable difference ≤ {POWERED_AT:.2f})", "",
+                  "Task-level power (tasks as independent replicates); the seed-level test's power is set by the n seeds "
+                  "and the seed-to-seed spread of d.", "", *power]  # fmt: skip
     for fam in sorted(table["family"].unique(), key=family_order):
-        lines += ["", f"## {FAMILY_LABELS.get(fam, fam)}", "",
+        rows = table[table["family"] == fam]
+        lines += ["", f"## {FAMILY_LABELS.get(fam, fam)}", "", "**Seed-level (primary)**:", "",
+                  *seed_level_table(rows, fam, alpha), "",
+                  "**Task-level (treats tasks as independent; ignores seed variation)**:", "",
                   "| comparison | metric | tasks | reference | arm | d [95 % CI] | p | q | detectable (α 0.01, 80 %) |",
                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for _, r in table[table["family"] == fam].iterrows():
+        for _, r in rows.iterrows():
             d = f"{r['diff']:+.3f} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
             q = _p(r["q_value"])
             if r["q_value"] is not None and not pd.isna(r["q_value"]) and r["q_value"] < alpha:

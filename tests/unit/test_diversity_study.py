@@ -253,3 +253,66 @@ def test_earlier_unseeded_runs_stand_in_until_a_seed_finishes(tmp_path):
     text = write_diversity_report("gapo", layout, arms, [("gapo", "grpo-validity")], "cmd").read_text()
     assert "earlier run" not in text and "| gapo vs base | all options named | 3 | 0.000 | 1.000 |" in text
     assert set(pd.read_csv(layout.table)["arm"]) == {"gapo"}  # grpo-validity's seeds have not run: no head to head
+
+
+def test_the_report_puts_seed_level_inference_first_and_says_when_a_conclusion_changes(tmp_path):
+    """gapo and grpo-validity, 3 seeds each on 6 list tasks (base 0): per seed, gapo's mean all-named rate is
+    0.5, 0.5, 1.0 and grpo's 1/6, 1/6, 5/6; the seed-level test runs over those, head to head by seed index."""
+    gapo_tuned = [[1, 1, 1, 0, 0, 0], [1, 1, 0, 1, 0, 0], [1, 1, 1, 1, 1, 1]]
+    grpo_tuned = [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0]]
+    arms_dir = tmp_path / "gapo" / "arms"
+    for arm, per_seed in (("gapo", gapo_tuned), ("grpo-validity", grpo_tuned)):
+        for i, tuned in enumerate(per_seed, start=1):
+            _write_arm(arms_dir, f"{arm}-s{i}", _tasks({"base": [0] * 6, "tuned": tuned}))
+    text = write_diversity_report("gapo", StudyLayout(tmp_path / "gapo"), _seeded({"grpo-validity": 3, "gapo": 3}),
+                                  [("gapo", "grpo-validity")], "cmd").read_text()  # fmt: skip
+    table = pd.read_csv(tmp_path / "gapo" / "table.csv")
+    assert list(table.columns) == COLUMNS
+
+    row = table[(table["comparison"] == "vs base") & (table["arm"] == "gapo") & (table["metric"] == "all_valid")].iloc[0]
+    reference = stats.ttest_1samp([0.5, 0.5, 1.0], 0.0)  # t = 4 on 2 df: p = 1 − 4/√18
+    assert row["n_seeds"] == 3 and json.loads(row["seed_diffs"]) == {"s1": 0.5, "s2": 0.5, "s3": 1.0}
+    assert row["seed_diff"] == pytest.approx(2 / 3) and row["seed_p_value"] == pytest.approx(1 - 4 / np.sqrt(18))
+    assert (row["seed_ci_low"], row["seed_ci_high"]) == tuple(pytest.approx(x) for x in reference.confidence_interval())
+    # head to head pairs seed i with seed i: 1/3, 1/3, 1/6 (another pairing would give other differences)
+    h2h = table[(table["comparison"] == "head to head") & (table["metric"] == "all_valid")].iloc[0]
+    assert json.loads(h2h["seed_diffs"]) == pytest.approx({"s1": 1 / 3, "s2": 1 / 3, "s3": 1 / 6})
+    assert h2h["seed_p_value"] == pytest.approx(stats.ttest_1samp([1 / 3, 1 / 3, 1 / 6], 0.0).pvalue)
+    defined = table["seed_p_value"].notna()
+    assert np.allclose(table.loc[defined, "seed_q_value"], stats.false_discovery_control(table.loc[defined, "seed_p_value"], method="bh"))
+    # the mixed model is reported with its estimate, or says why not
+    assert all(pd.notna(r["mixed_diff"]) != isinstance(r["mixed_note"], str) for _, r in table.iterrows())
+    flat = table[(table["metric"] == "coverage")].iloc[0]  # every value 0.5: nothing varies
+    assert pd.isna(flat["seed_p_value"]) and flat["mixed_note"] == "the differences are constant: nothing to fit"
+
+    assert "## Seed-level inference (primary)" in text and "Seeds are the unit of replication for a training method" in text
+    seed_level, task_level = (
+        text.index("**Seed-level (primary)**:"),
+        text.index("**Task-level (treats tasks as independent; ignores seed variation)**:"),
+    )
+    assert seed_level < task_level < text.index("| gapo vs base | all options named | 6 | 0.000 | 0.667 |")
+    assert (
+        f"| gapo vs base | all options named | 3 | s1 +0.500, s2 +0.500, s3 +1.000 | +0.667 [{row['seed_ci_low']:.3f}, 1.384] | 0.057 |"
+        in text
+    )
+    # over tasks (pooled, tasks as independent) gapo's gain and its lead over grpo are significant; over 3 seeds neither
+    assert (table["q_value"] < 0.01).sum() == 2 and row["q_value"] < 0.01 and (table["seed_q_value"].dropna() >= 0.01).all()
+    assert text[text.index("| gapo vs base | all options named | 3 |") :].split("\n")[0].endswith("| task only |")
+    assert (
+        "**The conclusion changes at the seed level**: of the 2 comparisons significant over tasks (task-level q < 0.01), "
+        "0 stay significant over the n = 3 seeds (seed-level q < 0.01) and 2 do not (1 of these with seed-level p < 0.05 "
+        "before the correction); head to head, the verdict changes for gapo vs grpo-validity on list selection: "
+        f"all options named (+0.278, seed-level p {h2h['seed_p_value']:.3f}, task-level q {h2h['q_value']:.3f})." in text
+    )
+
+
+def test_a_study_with_one_seed_an_arm_says_no_seed_level_inference_is_possible(tmp_path):
+    arms_dir = tmp_path / "gapo" / "arms"
+    _write_arm(arms_dir, "gapo", _tasks({"base": [0, 0, 1], "tuned": [1, 1, 1]}))
+    _write_arm(arms_dir, "grpo-validity", _tasks({"base": [0, 0, 1], "tuned": [0, 1, 1]}))
+    arms = {"gapo": {"description": "GAPO"}, "grpo-validity": {"description": "GRPO"}}
+    text = write_diversity_report("gapo", StudyLayout(tmp_path / "gapo"), arms, [("gapo", "grpo-validity")], "cmd").read_text()
+    assert "**One seed an arm**: no seed-level inference is possible" in text
+    table = pd.read_csv(tmp_path / "gapo" / "table.csv")
+    assert (table["n_seeds"] == 1).all() and table["seed_p_value"].isna().all()
+    assert (table["mixed_note"] == "1 seed: no seed variance to estimate").all()
