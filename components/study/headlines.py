@@ -1,0 +1,360 @@
+"""The README's results: one line per study, computed from that study's committed files under results/.
+
+`HEADLINES` maps a name to a function of the repository root that reads the study's artifacts
+(table.csv, the arms' metrics.json and arm.json, a registration's decision.json, a benchmark's log)
+and returns a `Headline`: its status, one or two figures with their q, and a link to its report.
+Status: **exploratory**, a result of the recipe search (its data were looked at more than once);
+**confirmed** or **not confirmed**, a pre-registered test's verdict (results/confirmation/verdict.json,
+written by `components.study.confirmation_report`), "pre-registered, running" until every seed is in.
+
+    python -m components.study.headlines --write README.md    # rewrite the README's generated blocks
+    python -m components.study.headlines --check README.md    # exit 1 when they differ from results/
+
+The README holds two blocks (`components.study.readme_blocks`): `results` (these lines) and `make-run`
+(`components.study.reference_run`); tests/unit/test_readme_results.py fails when either differs from
+what the committed files give. Numbers use the study reports' formatting (`fairness_report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from components.study.fairness_report import _num, _p, _pct
+from components.study.readme_blocks import stale_blocks, write_blocks
+from components.study.reference_run import reference_run_lines
+
+RESULTS = Path("results")
+EXPLORATORY = "exploratory"
+
+
+class Headline(NamedTuple):
+    """One study's line: its status label, the sentence, and the file it links to (relative to the root)."""
+
+    label: str
+    text: str
+    link: str
+    link_text: str = "report"
+
+    def line(self) -> str:
+        return f"- **{self.label}** · {self.text} ([{self.link_text}]({self.link}))"
+
+
+def _minus(text: str) -> str:
+    """Typographic minus signs in a formatted number."""
+    return text.replace("-", "−")
+
+
+def _change(value: float) -> str:
+    """A relative change as a signed percentage: −56 %, +180 %."""
+    return ("+" if value >= 0 else "−") + _pct(abs(value))
+
+
+def _changes(values) -> str:
+    """Several relative changes, one per seed: −53 / −42 / −54 %."""
+    return " / ".join(("+" if v >= 0 else "−") + f"{100 * abs(v):.0f}" for v in values) + " %"
+
+
+def _share(value: float) -> str:
+    """A small share as a percentage with one decimal: 9.6 %."""
+    return f"{100 * value:.1f} %"
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    return _minus(_num(value, digits, signed=True))
+
+
+def _overall(study: Path, family: str) -> pd.DataFrame:
+    """The overall rows of a consistency-type study's table.csv for one arm family, in arm order."""
+    table = pd.read_csv(study / "table.csv")
+    return table[(table["scope"] == "overall") & (table["family"] == family)].sort_values("arm")
+
+
+def _gates(verdicts: list[str]) -> str:
+    """The default gates' verdict over the rows (`gate_all` of the study table) in words."""
+    refused = sorted({g for v in verdicts if v.startswith("refused") for g in v.split(":", 1)[1].split("(n/a")[0].strip().split(", ")})
+    if not refused:
+        return "every default gate passed" + (" in each seed" if len(verdicts) > 1 else "")
+    return "refused by " + ", ".join(f"`{g}`" for g in refused)
+
+
+# ---- the consistency studies -------------------------------------------------------------------------------
+
+
+def consistency(root: Path) -> Headline:
+    """The paper's reward, the consistency study's main arm `grpo`: its gap, its length, its gates."""
+    r = _overall(root / RESULTS / "consistency", "grpo").iloc[0]
+    text = (
+        f"consistency, the paper's reward (`{r['arm']}`, {int(r['n_groups'])} held-out groups): gap {r['base_gap']:.3f} → "
+        f"{r['tuned_gap']:.3f} ({_change(-r['relative_reduction'])}, q {_p(r['q_value'])}), answers "
+        f"{_change(r['tuned_words'] / r['base_words'] - 1)} long: {_gates([r['gate_all']])}"
+    )
+    return Headline(EXPLORATORY, text, "results/consistency/report.md")
+
+
+PARITY_ARM = "pairing-term-w0.25-heldout"  # the default objective's recipe, held out
+
+
+def _female_scores(arm_dir: Path) -> tuple[float, float]:
+    score = json.loads((arm_dir / "metrics.json").read_text())["fairness"]["discrim_eval"]["scores"]["gender_female"]
+    return score["base_score"], score["tuned_score"]
+
+
+def compliance_parity(root: Path) -> Headline:
+    """The default objective's recipe on the held-out groups, every seed: gap change, DiscrimEval, gates."""
+    study = root / RESULTS / "compliance-parity"
+    rows = _overall(study, PARITY_ARM)
+    scores = [_female_scores(study / "arms" / arm) for arm in rows["arm"]]
+    text = (
+        f"compliance-parity, the default objective (`{PARITY_ARM}`, {len(rows)} seeds): gap "
+        f"{_changes(-rows['relative_reduction'])} (q ≤ {_p(rows['q_value'].max())}), DiscrimEval female − male "
+        f"{_signed(scores[0][0])} → {' / '.join(_signed(t) for _, t in scores)}; {_gates(list(rows['gate_all']))}"
+    )
+    return Headline(EXPLORATORY, text, "results/compliance-parity/report.md")
+
+
+# ---- the pre-registered confirmation -------------------------------------------------------------------------
+
+
+def confirmation(root: Path) -> Headline:
+    """The pre-registered confirmation: "running (k of n seeds)" until verdict.json says confirmed or not."""
+    folder = root / RESULTS / "confirmation"
+    record = json.loads((folder / "preregistration.json").read_text())
+    verdict_file = folder / "verdict.json"
+    verdict = json.loads(verdict_file.read_text()) if verdict_file.is_file() else {"status": "running", "seeds_done": 0}
+    planned = verdict.get("seeds_planned") or len(next(iter(record["seeds"].values())))  # the recipe's seeds come first
+    where = f"{record['primary_groups']} new groups in {len(record['primary_domains'])} new domains"
+    if verdict["status"] == "running":
+        label = f"pre-registered, running ({verdict['seeds_done']} of {planned} seeds)"
+        text = f"confirmation of the default objective: its gap reduction and secondary targets on {where}, {planned} training seeds"
+        return Headline(label, text, "results/confirmation/plan.md", "plan")
+    primary = verdict["primary"]
+    failed = verdict.get("failed") or []
+    text = (
+        f"confirmation of the default objective on {where}: gap reduction {_pct(primary['mean'])} "
+        f"[{_pct(primary['ci_low'])}, {_pct(primary['ci_high'])}] over {primary['n']} seeds, p {_p(primary['p_value'])}"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return Headline(verdict["status"], text, "results/confirmation/report.md")
+
+
+# ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------
+
+
+def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
+    table = pd.read_csv(study / "table.csv")
+    pick = (table["comparison"] == "head to head") & (table["arm"] == arm) & (table["family"] == family) & (table["metric"] == metric)
+    return table[pick].iloc[0]
+
+
+def _q(row: pd.Series) -> str:
+    """The comparison's q: over seeds (the primary inference, where the table has it), then over tasks."""
+    if "seed_q_value" in row and not pd.isna(row["seed_q_value"]):
+        return f"q {_p(row['seed_q_value'])} over {int(row['n_seeds'])} seeds, {_p(row['q_value'])} over tasks"
+    return f"q {_p(row['q_value'])} over tasks"
+
+
+def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
+    table = pd.read_csv(study / "table.csv")
+    pick = (table["comparison"] == "vs base") & (table["arm"] == arm) & (table["family"] == family) & (table["metric"] == metric)
+    return table[pick].iloc[0]
+
+
+def gapo(root: Path) -> Headline:
+    """GAPO against GRPO on the held-out list tasks: coverage of the valid set and every option named."""
+    study = root / RESULTS / "gapo"
+    coverage, every = (_head_to_head(study, "gapo", "list", m) for m in ("coverage", "all_valid"))
+    text = (
+        f"GAPO vs GRPO ({int(coverage['n_tasks'])} held-out list tasks, {int(coverage['seeds'])} seeds): coverage "
+        f"{coverage['reference']:.2f} → {coverage['value']:.2f} ({_q(coverage)}), every option named "
+        f"{_share(every['reference'])} → {_share(every['value'])} of tasks"
+    )
+    return Headline(EXPLORATORY, text, "results/gapo/report.md")
+
+
+def seed(root: Path) -> Headline:
+    """SEED-GRPO against GRPO on the held-out arithmetic tasks: accuracy."""
+    study = root / RESULTS / "seed"
+    r = _head_to_head(study, "seed-grpo", "arith", "validity")
+    base = _vs_base(study, "grpo-correctness", "arith", "validity")
+    text = (
+        f"SEED-GRPO vs GRPO ({int(r['n_tasks'])} held-out arithmetic tasks, {int(r['seeds'])} seeds): accuracy {base['reference']:.2f} "
+        f"→ {r['reference']:.2f} with GRPO, {r['value']:.2f} with SEED-GRPO (d {_signed(r['diff'])}, {_q(r)})"
+    )
+    return Headline(EXPLORATORY, text, "results/seed/report.md")
+
+
+# ---- the fairness study ----------------------------------------------------------------------------------------
+
+PARITY_RECIPE = "decision-parity-60steps-beta0.4"  # the recipe that met the study's target
+PLANT, PLANT_REMOVAL = "planted-bias-sized", "planted-sized-to-parity"
+REGISTRATION = "registration-60steps"  # that recipe through `groupwise retrain --profile fairness`
+
+
+def _fairness_table(root: Path) -> pd.DataFrame:
+    return pd.read_csv(root / RESULTS / "fairness" / "table.csv")
+
+
+def _versus_male(demographic: str) -> str:
+    """'gender_non_binary' -> 'non-binary − male' (DiscrimEval scores are against male)."""
+    return demographic.split("_", 1)[1].replace("_", "-") + " − male"
+
+
+def fairness(root: Path) -> Headline:
+    """GRPO decision parity, the recipe that met the target: per-seed reduction of each held-out disparity."""
+    table = _fairness_table(root)
+    rows = table[table["family"] == PARITY_RECIPE].sort_values("arm")
+    arm = json.loads((root / RESULTS / "fairness" / "arms" / rows["arm"].iloc[0] / "arm.json").read_text())
+    cuts = [f"{_versus_male(key)} {_changes(-part['reduction'])}" for key, part in rows.groupby("demographic", sort=True)]
+    text = (
+        f"fairness, GRPO decision parity ({arm['train_steps']} steps, β {arm['overrides']['train']['beta']:g}, "
+        f"{rows['arm'].nunique()} seeds, {int(rows['n_questions'].iloc[0])} held-out DiscrimEval questions): "
+        f"{', '.join(cuts)} (q ≤ {_p(rows['change_q'].max())})"
+    )
+    return Headline(EXPLORATORY, text, "results/fairness/report.md")
+
+
+def _range(values: pd.Series, spec: str) -> str:
+    low, high = format(values.min(), spec), format(values.max(), spec)
+    return low if low == high else f"{low}–{high}"
+
+
+def fairness_planted(root: Path) -> Headline:
+    """A planted bias of known size and its removal: how much is removed, and what the removal leaves."""
+    table = _fairness_table(root)
+    planted = table[table["planted"].astype(bool)]
+    plant = planted[planted["family"] == PLANT]
+    removed = planted[planted["family"] == PLANT_REMOVAL].sort_values("arm")
+    residual = removed["tuned_score"].abs() / removed["base_score"].abs()
+    flipped = bool(((removed["tuned_score"] * removed["base_score"]) < 0).all())
+    text = (
+        f"fairness, a planted {_versus_male(removed['demographic'].iloc[0])} bias "
+        f"({_range(plant['tuned_score'].abs() / plant['base_score'].abs(), '.0f')}× the base's) was removed "
+        f"{' / '.join(f'{100 * v:.0f}' for v in removed['removal'])} % (q ≤ {_p(removed['removal_q'].max())}), "
+        f"leaving {_range(residual, '.1f')}× the base's disparity"
+        + (" with the opposite sign" if flipped else "")
+        + f", profile ρ {_range(removed['profile_correlation'], '.2f')}"
+    )
+    return Headline(EXPLORATORY, text, "results/fairness/report.md")
+
+
+def fairness_registration(root: Path) -> Headline:
+    """The target-meeting recipe through the registry: the gates that refused it, judged again by today's."""
+    from components.config import load_params
+    from components.release.gate import evaluate_gates
+
+    folder = root / RESULTS / "fairness" / REGISTRATION
+    then = json.loads((folder / "decision.json").read_text())
+    refused = sorted((g for g in then["gates"] if not g["passed"]), key=lambda g: g["name"])
+    today = {
+        r.name: r
+        for r in evaluate_gates(
+            json.loads((folder / "metrics.json").read_text()), load_params(root / "params.yaml", "fairness").gate
+        ).results
+    }
+    reasons = ", ".join(f"{g['name']} {g['value']:.2f} > {g['threshold']:.2f}" for g in refused)
+    text = f"fairness, that recipe via `groupwise retrain --profile fairness` (one run): refused on {reasons}"
+    if any(today[g["name"]].threshold != g["threshold"] for g in refused):
+        still = [r.name for r in today.values() if not r.passed]
+        thresholds = ", ".join(f"{today[g['name']].threshold:.2f}" for g in refused)
+        text += f"; today's gates ({thresholds}) " + (f"refuse it on {', '.join(still)}" if still else "pass it")
+    return Headline(EXPLORATORY, text, f"results/fairness/{REGISTRATION}/gates.md", "gates")
+
+
+# ---- benchmarks --------------------------------------------------------------------------------------------------
+
+
+def discrim_eval_base(root: Path) -> Headline:
+    """The embedded model's DiscrimEval scores over all questions (results/benchmarks/discrim_eval_base.json)."""
+    record = json.loads((root / RESULTS / "benchmarks" / "discrim_eval_base.json").read_text())["all"]
+    female, non_binary = record["scores"]["gender_female"], record["scores"]["gender_non_binary"]
+    text = (
+        f"DiscrimEval, the base model ({record['n_questions']} questions, {record['n_prompts']:,} prompts): female − male "
+        f"{_signed(female['score'])} [{_signed(female['ci_low'])}, {_signed(female['ci_high'])}] logit (p {_p(female['p_value'])}), "
+        f"non-binary − male {_signed(non_binary['score'])} [{_signed(non_binary['ci_low'])}, {_signed(non_binary['ci_high'])}]"
+    )
+    return Headline(EXPLORATORY, text, "results/benchmarks/discrim_eval_base.json", "artifact")
+
+
+SPEED_LOG = "eval_throughput.txt"
+
+
+def _find(pattern: str, text: str) -> tuple[str, ...]:
+    found = re.search(pattern, text)
+    if found is None:
+        raise ValueError(f"{SPEED_LOG}: no line matches {pattern!r}")
+    return found.groups()
+
+
+def speed(root: Path) -> Headline:
+    """Evaluation speed from the committed log of benchmarks/eval_throughput.py: the engine against raw vLLM
+    (best of the alternating calls, and first call against first call) and against the transformers engine."""
+    log = (root / RESULTS / "benchmarks" / SPEED_LOG).read_text()
+    (machine,) = _find(r"^# [\d-]+, ([^,;]+)", log.splitlines()[1])
+    sequences, tokens, dtype = _find(r"= (\d+) sequences, <= (\d+) new tokens, (\w+)", log)
+    best_of, ratio = _find(r"best of (\d+) alternating runs each: ([\d.]+)", log)
+    first_engine, first_raw = _find(r"every round, engine/raw tok/s: (\d+)/(\d+)", log)
+    (vs_transformers,) = _find(r"vLLM / transformers engine tokens/s \(base model\): ([\d.]+)x", log)
+    (with_start,) = _find(r"vLLM incl\. its start-up: [\d.]+ tok/s = ([\d.]+)x", log)
+    text = (
+        f"speed, evaluation ({sequences} sequences ≤ {tokens} tokens, {dtype}, {machine}): vLLM engine {ratio}× raw vLLM "
+        f"(best of {best_of} calls; first calls {int(first_engine) / int(first_raw):.2f}×), {vs_transformers}× the transformers "
+        f"engine ({with_start}× counting the engine start)"
+    )
+    return Headline(EXPLORATORY, text, f"results/benchmarks/{SPEED_LOG}", "log")
+
+
+HEADLINES: dict[str, Callable[[Path], Headline]] = {
+    "consistency": consistency,
+    "compliance-parity": compliance_parity,
+    "confirmation": confirmation,
+    "gapo": gapo,
+    "seed": seed,
+    "fairness": fairness,
+    "fairness-registration": fairness_registration,
+    "fairness-planted": fairness_planted,
+    "discrim-eval-base": discrim_eval_base,
+    "speed": speed,
+}
+
+
+def results_lines(root: Path) -> list[str]:
+    """The README's results block: one line per entry of `HEADLINES`, in its order."""
+    return [headline(Path(root)).line() for headline in HEADLINES.values()]
+
+
+def readme_blocks(root: Path) -> dict[str, list[str]]:
+    """Every generated block of the README, by marker name."""
+    return {"results": results_lines(root), "make-run": reference_run_lines(Path(root))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The README's results, computed from results/ (module docstring).")
+    parser.add_argument("readme", type=Path, nargs="?", default=Path("README.md"))
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="rewrite the README's generated blocks in place")
+    action.add_argument("--check", action="store_true", help="exit 1 when a generated block differs from results/")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository root holding results/")
+    args = parser.parse_args(argv)
+    blocks = readme_blocks(args.root)
+    if args.write:
+        changed = write_blocks(args.readme, blocks)
+        print(f"{args.readme}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
+        return 0
+    if args.check:
+        stale = stale_blocks(args.readme, blocks)
+        print(f"{args.readme}: " + (f"stale: {', '.join(stale)} (run with --write)" if stale else "up to date"))
+        return 1 if stale else 0
+    print("\n\n".join("\n".join(lines) for lines in blocks.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

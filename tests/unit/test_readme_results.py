@@ -1,0 +1,154 @@
+"""The README's results cannot drift from results/: its generated blocks must be what the committed
+artifacts give (`components.study.headlines`), and the headline functions read their figures from a
+study's files, shown here on synthetic result folders. Nothing runs a model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from components.study import headlines
+from components.study.readme_blocks import read_block, replace_block, stale_blocks, write_blocks
+from components.study.reference_run import objective
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+LINK = re.compile(r"\(\[[^\]]+\]\(([^)]+)\)\)$")
+LABELS = ("exploratory", "confirmed", "not confirmed")
+
+
+def test_the_readme_blocks_are_what_results_gives():
+    stale = stale_blocks(README, headlines.readme_blocks(ROOT))
+    assert not stale, (
+        f"README.md's generated blocks {stale} differ from results/: run `python -m components.study.headlines --write README.md`"
+    )
+
+
+def test_the_results_block_is_short_labelled_and_links_to_files_that_exist():
+    lines = read_block(README.read_text(), "results")
+    assert 0 < len(lines) <= 12
+    for line in lines:
+        label = re.match(r"^- \*\*([^*]+)\*\* · ", line)
+        assert label and (label[1] in LABELS or label[1].startswith("pre-registered, running")), line
+        link = LINK.search(line)
+        assert link and (ROOT / link[1]).is_file(), f"no linked file: {line}"
+        prose = line[label.end() : link.start()]
+        assert len(prose) <= 230, f"{len(prose)} characters: {prose}"
+
+
+def test_every_results_line_comes_from_one_registered_headline():
+    assert len(read_block(README.read_text(), "results")) == len(headlines.HEADLINES)
+
+
+# ---- the blocks ------------------------------------------------------------------------------------------------
+
+
+def test_a_block_is_replaced_in_place_and_everything_else_kept(tmp_path):
+    text = "# T\n\nintro\n<!-- x:start -->\nold 1\nold 2\n<!-- x:end -->\nafter\n"
+    assert read_block(text, "x") == ["old 1", "old 2"]
+    assert replace_block(text, "x", ["new"]) == "# T\n\nintro\n<!-- x:start -->\nnew\n<!-- x:end -->\nafter\n"
+    path = tmp_path / "R.md"
+    path.write_text(text)
+    assert stale_blocks(path, {"x": ["new"]}) == ["x"]
+    assert write_blocks(path, {"x": ["new"]}) == ["x"] and stale_blocks(path, {"x": ["new"]}) == []
+    assert write_blocks(path, {"x": ["new"]}) == []
+
+
+def test_a_missing_or_doubled_marker_is_an_error():
+    with pytest.raises(ValueError, match="y:start"):
+        read_block("<!-- x:start -->\n<!-- x:end -->\n", "y")
+    with pytest.raises(ValueError):
+        read_block("<!-- x:start -->\n<!-- x:start -->\n<!-- x:end -->\n", "x")
+
+
+# ---- headline functions on synthetic result folders -------------------------------------------------------------
+
+
+def _consistency_row(arm: str, family: str, base: float, tuned: float, q: float, words: tuple[float, float], gates: str) -> dict:
+    return {"arm": arm, "family": family, "scope": "overall", "n_groups": 104, "base_gap": base, "tuned_gap": tuned,
+            "relative_reduction": 1 - tuned / base, "q_value": q, "base_words": words[0], "tuned_words": words[1],
+            "gate_all": gates}  # fmt: skip
+
+
+def _table(folder: Path, rows: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    scoped = [r | {"scope": "job", "q_value": 0.5} for r in rows]  # a per-domain row the headline must skip
+    pd.DataFrame([*rows, *scoped]).to_csv(folder / "table.csv", index=False)
+
+
+def test_the_consistency_headline_reads_the_main_arm_of_the_table(tmp_path):
+    _table(tmp_path / "results" / "consistency", [
+        _consistency_row("greedy", "greedy", 0.2, 0.25, 0.2, (60, 80), "refused: significance"),
+        _consistency_row("grpo", "grpo", 0.200, 0.050, 3.14e-7, (50, 150), "refused: length_growth (n/a: compliance)"),
+    ])  # fmt: skip
+    headline = headlines.consistency(tmp_path)
+    assert headline.label == "exploratory" and headline.link == "results/consistency/report.md"
+    assert "gap 0.200 → 0.050 (−75 %, q 3.1e-07)" in headline.text
+    assert "answers +200 % long: refused by `length_growth`" in headline.text
+
+
+def test_the_compliance_parity_headline_reads_every_seed_and_its_decisions(tmp_path):
+    study = tmp_path / "results" / "compliance-parity"
+    arm = headlines.PARITY_ARM
+    _table(study, [_consistency_row(f"{arm}-s{s}", arm, 0.2, tuned, q, (60, 50), "pass")
+                   for s, tuned, q in ((1, 0.1, 1e-9), (2, 0.12, 4.24e-5), (3, 0.09, 2e-9))])  # fmt: skip
+    for s, tuned in ((1, 0.02), (2, -0.005), (3, 0.003)):
+        (study / "arms" / f"{arm}-s{s}").mkdir(parents=True)
+        score = {"base_score": 0.045, "tuned_score": tuned}
+        metrics = {"fairness": {"discrim_eval": {"scores": {"gender_female": score}}}}
+        (study / "arms" / f"{arm}-s{s}" / "metrics.json").write_text(json.dumps(metrics))
+    text = headlines.compliance_parity(tmp_path).text
+    assert "3 seeds" in text and "gap −50 / −40 / −55 % (q ≤ 4.2e-05)" in text
+    assert "female − male +0.045 → +0.020 / −0.005 / +0.003" in text and "every default gate passed in each seed" in text
+
+
+def _preregistered(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"primary_groups": 160, "primary_domains": ["a", "b", "c", "d"], "seeds": {"recipe": [1, 2, 3, 4, 5], "paper": [1, 2, 3]}}
+    (folder / "preregistration.json").write_text(json.dumps(record))
+
+
+def test_the_confirmation_is_running_until_its_verdict_and_then_says_it(tmp_path):
+    folder = tmp_path / "results" / "confirmation"
+    _preregistered(folder)
+    running = headlines.confirmation(tmp_path)
+    assert running.label == "pre-registered, running (0 of 5 seeds)" and running.link.endswith("plan.md")
+    (folder / "verdict.json").write_text(json.dumps({"status": "running", "seeds_done": 2, "seeds_planned": 5}))
+    assert headlines.confirmation(tmp_path).label == "pre-registered, running (2 of 5 seeds)"
+    primary = {"mean": 0.41, "ci_low": 0.27, "ci_high": 0.55, "p_value": 3e-4, "n": 5}
+    (folder / "verdict.json").write_text(json.dumps({"status": "confirmed", "seeds_done": 5, "primary": primary, "failed": []}))
+    done = headlines.confirmation(tmp_path)
+    assert done.label == "confirmed" and done.link.endswith("report.md")
+    assert "gap reduction 41 % [27 %, 55 %] over 5 seeds, p 3.0e-04" in done.text and "failed" not in done.text
+    (folder / "verdict.json").write_text(json.dumps({"status": "not confirmed", "seeds_done": 5, "primary": primary,
+                                                     "failed": ["words_change"]}))  # fmt: skip
+    refused = headlines.confirmation(tmp_path)
+    assert refused.label == "not confirmed" and "failed: words_change" in refused.text
+    assert refused.line().startswith("- **not confirmed** · confirmation")
+
+
+def test_gapo_and_seed_use_the_seed_level_q_where_the_table_has_it(tmp_path):
+    row = {"comparison": "head to head", "arm": "gapo", "against": "grpo-validity", "family": "list", "n_tasks": 125,
+           "seeds": 3, "q_value": 3e-16}  # fmt: skip
+    folder = tmp_path / "results" / "gapo"
+    folder.mkdir(parents=True)
+    rows = [
+        row | {"metric": "coverage", "reference": 0.43, "value": 0.56},
+        row | {"metric": "all_valid", "reference": 0.027, "value": 0.096},
+    ]
+    pd.DataFrame(rows).to_csv(folder / "table.csv", index=False)
+    assert "coverage 0.43 → 0.56 (q 3.0e-16 over tasks), every option named 2.7 % → 9.6 %" in headlines.gapo(tmp_path).text
+    pd.DataFrame([r | {"n_seeds": 3, "seed_q_value": 0.3} for r in rows]).to_csv(folder / "table.csv", index=False)
+    assert "(q 0.300 over 3 seeds, 3.0e-16 over tasks)" in headlines.gapo(tmp_path).text
+
+
+def test_the_reference_run_names_the_paper_reward_and_any_other_objective():
+    paper = {"reward": {"weights": {"entropy_helpfulness": 0.4, "stability": 0.6}}}
+    assert objective(paper) == "the paper's reward (entropy_helpfulness 0.4, stability 0.6)"
+    paired = {"reward": {"weights": {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6}},
+              "train": {"decision_pairing": {"weight": 0.25}}}  # fmt: skip
+    assert objective(paired) == "the reward entropy_helpfulness 0.4, stability 0.6, instruction_compliance 0.6 with the pairing term λ 0.25"
