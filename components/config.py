@@ -448,8 +448,9 @@ class FairnessConfig(_Section):
     """Decision benchmarks scored in every evaluation (`components.benchmarks`)."""
 
     benchmarks: list[str] = Field(
-        ["discrim_eval"],
-        description="registered decision benchmarks, base and candidate ([]: none; the fairness gate then fails unless off)",
+        ["discrim_eval", "bbq"],
+        description="registered fairness benchmarks, base and candidate: decision benchmarks (discrim_eval, judged by the "
+        "fairness gates) and BBQ (bbq, reported, not gated) ([]: none; the fairness gate then fails unless off)",
     )
     split: Literal["heldout", "train", "all"] = Field(
         "heldout", description="which of the benchmark's questions judge a model (train questions may reach training)"
@@ -457,6 +458,13 @@ class FairnessConfig(_Section):
     max_questions: int | None = Field(None, ge=1, description="the first N questions of the split (null: all)")
     ages: list[int] | None = Field([60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60")
     races: list[str] | None = Field(None, description="races to fill in (null: all five); must include the baseline white")
+    bbq_items: int | None = Field(
+        400,
+        ge=1,
+        description="BBQ items a model answers: whole sets of four (ambiguous and disambiguated context x negative and "
+        "non-negative question), the first of a fixed seeded order that takes BBQ's 50 templates in turn "
+        "(components.benchmarks.bbq; 400: two sets of each template; null: all 5,656)",
+    )
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
         "float32",
         description="weights the decisions are read with: bf16 logits round the log-odds to a few distinct values (mean error "
@@ -665,12 +673,13 @@ class StudyConfig(_Section):
     """`groupwise study [--study NAME]`: arms run one after another from one profile; results/<NAME>.md."""
 
     profile: str = Field("paper", description="profile every arm starts from")
-    report: Literal["consistency", "diversity", "fairness", "gate_noise"] = Field(
+    report: Literal["consistency", "diversity", "fairness", "gate_noise", "confirmation"] = Field(
         "consistency",
         description="consistency: the paper's gap per arm (results/consistency/report.md) | diversity: validity, coverage, "
         "all-valid and accuracy per task family, paired against the base and between arms | fairness: the decision "
         "benchmarks' held-out discrimination scores per arm and seed | gate_noise: the default gates judged on A/A "
-        "evaluations (the base model against itself), their noise level per gate (results/NAME/report.md)",
+        "evaluations (the base model against itself), their noise level per gate | confirmation: a pre-registered "
+        "confirmation's primary endpoint, targets and verdict by its plan (results/NAME/plan.md) (results/NAME/report.md)",
     )
     compare: list[tuple[str, str]] = Field(
         default_factory=list,
@@ -935,6 +944,17 @@ def _set_dotted(raw: dict, dotted: str, value: Any, where: str, old: str) -> Non
     node[leaf] = value
 
 
+# TRL's GRPOConfig names (TRL 1.16) for the knobs that mean the same here: accepted anywhere a key is
+# (params files, profiles, studies, -S), read as groupwise's own
+TRL_PARAM_ALIASES: dict[str, tuple[str, ...]] = {
+    "train.learning_rate": ("train.lr",),
+    "train.num_generations": ("train.samples_per_prompt",),
+    "train.max_completion_length": ("train.max_new_tokens",),
+    "train.epsilon": ("train.epsilon_low", "train.epsilon_high"),  # TRL: epsilon_high defaults to epsilon
+    "train.lr_scheduler_type": ("train.lr_scheduler",),
+}
+
+
 def migrate_keys(raw: dict, where: str) -> dict:
     """`raw` (params.yaml, a profile or overrides) with the old keys of `RENAMED_KEYS` and
     `gate.max_p_value` moved to their new homes, each with a `ParamsDeprecationWarning` naming it.
@@ -945,6 +965,11 @@ def migrate_keys(raw: dict, where: str) -> dict:
     import warnings
 
     raw = copy.deepcopy(raw)
+    for alias, names in TRL_PARAM_ALIASES.items():
+        value = _pop_dotted(raw, alias)
+        if value is not _MISSING:
+            for name in names:
+                _set_dotted(raw, name, value, where, alias)
     for old, new in RENAMED_KEYS.items():
         value = _pop_dotted(raw, old)
         if value is not _MISSING:
@@ -967,7 +992,31 @@ def migrate_keys(raw: dict, where: str) -> dict:
 def _describe(err: dict) -> str:
     message = str(err["msg"]).removeprefix("Value error, ")
     where = ".".join(str(p) for p in err["loc"])
+    if err.get("type") == "extra_forbidden":
+        message = f"unknown key{_suggestion(err['loc'])}"
     return f"{where}: {message}" if where else message
+
+
+def _suggestion(loc: tuple) -> str:
+    """ "; did you mean train.lr?": the closest known keys of the section holding `loc` (and TRL's names)."""
+    import difflib
+
+    section: Any = Params
+    for key in loc[:-1]:
+        field = section.model_fields.get(str(key)) if isinstance(section, type) and issubclass(section, BaseModel) else None
+        if field is None:
+            return ""
+        section = next(
+            (a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
+    if section is None:
+        return ""
+    prefix = ".".join(str(k) for k in loc[:-1])
+    known = {f"{prefix}.{name}" if prefix else name: name for name in section.model_fields}
+    known |= {alias: alias.rsplit(".", 1)[-1] for alias in TRL_PARAM_ALIASES if alias.rsplit(".", 1)[0] == prefix}
+    close = difflib.get_close_matches(str(loc[-1]), list(known.values()), n=2, cutoff=0.6)
+    names = [path for path, leaf in known.items() if leaf in close]
+    return f"; did you mean {' or '.join(names)}?" if names else f"; known: {', '.join(sorted(section.model_fields))}"
 
 
 STUDIES_DIR = "studies"  # beside the params file: one file per study, studies/<name>.yaml
@@ -1023,7 +1072,10 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
         if chosen not in profiles:
             known = ", ".join(["default", *profiles]) or "default"
             raise ParamsError(f"{path}: unknown profile {chosen!r} (known: {known})")
-        raw = _deep_merge(raw, migrate_keys(profiles[chosen], f"{path} (profile {chosen!r})"))
+        profile_raw = migrate_keys(profiles[chosen], f"{path} (profile {chosen!r})")
+        merged = _deep_merge(raw, profile_raw)
+        _refuse_shadowed(raw, profile_raw, merged, f"{path}", chosen)
+        raw = merged
     raw["profile"] = chosen
     try:
         params = Params.model_validate(raw)
@@ -1031,6 +1083,40 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise ParamsError(f"{path} (profile {chosen!r}): {problems}") from exc
     return _resolve(params, path.parent, path)
+
+
+def _leaves(tree: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for key, value in tree.items():
+        out += _leaves(value, (*prefix, key)) if isinstance(value, dict) and value else [(*prefix, key)]
+    return out
+
+
+def _refuse_shadowed(top: dict, profile: dict, merged: dict, where: str, chosen: str) -> None:
+    """A key set both at the top level (to a value other than its default, e.g. by `dvc exp run -S`)
+    and by the active profile (to another value) is refused: the profile's value would run while the
+    file, and so `dvc exp show`, lists the other. A top-level value equal to the typed default is the
+    file restating its defaults, which the profile overrides by design; `-S` overrides both."""
+    try:
+        shown = Params.model_validate({k: v for k, v in top.items() if k != "profile"}).model_dump(mode="json")
+        run = Params.model_validate({k: v for k, v in merged.items() if k != "profile"}).model_dump(mode="json")
+    except ValidationError:
+        return  # a bad value: validation names it
+    defaults = Params().model_dump(mode="json")
+    missing = object()
+    for leaf in _leaves(profile):
+        given = top
+        for key in leaf:
+            given = given.get(key, missing) if isinstance(given, dict) else missing
+        if given is missing:
+            continue
+        value, default, running = _dig(shown, leaf), _dig(defaults, leaf), _dig(run, leaf)
+        if value != default and value != running:
+            dotted = ".".join(leaf)
+            raise ParamsError(
+                f"{where}: {dotted} is {value!r} at the top level and {running!r} in the active profile {chosen!r}, whose "
+                f"value would run: set it in one place (the profile, or -S {dotted}=... on the command line, which wins over both)"
+            )
 
 
 DATA_DIR = "data"  # every `paths.*` entry must stay inside <root>/data

@@ -183,9 +183,10 @@ def study(
     """Run a study: arms in order, finished ones skipped; results/consistency/report.md (or results/NAME.md).
 
     With --submit every unfinished arm is a flow run of the deployment study-arm/groupwise-study-arm on a work pool."""
-    from flows.study import load_study, write_study_report
+    from flows.study import load_study, pick_arms, write_study_report
     from flows.study import study as study_flow
 
+    pick_arms(load_study(params, name)[1], arm or None)  # an unknown study or arm: one line, before any server starts
     if report_only:
         from flows.study_pool import collect_results, store_path
 
@@ -202,13 +203,13 @@ def study(
 
 
 @_command("retrain")
-def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> None:
+def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
     from flows.retrain import retrain as retrain_flow
 
-    resolved = _resolved_params(params, profile)
+    resolved = _resolved_params(params, profile, sets)
     started = time.perf_counter()
-    summary = retrain_flow(str(params), profile)
+    summary = retrain_flow(str(params), profile, list(sets or []))
     table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
     for column in ("step", "MLflow run", "result"):
         table.add_column(column, overflow="fold")
@@ -270,6 +271,10 @@ def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 
     resolved = _registry_params(params, profile)
     found = list_versions(resolved.registry.model_name)
+    if not found:
+        out.print(f"No version of {resolved.registry.model_name} is registered in {resolved.tracking.uri} yet: "
+                  "`groupwise retrain` (or `groupwise register` after `evaluate`) registers one when its gates pass.")  # fmt: skip
+        return
     table = Table(title=f"{resolved.registry.model_name} ({resolved.tracking.uri})")
     for column in ("version", "aliases", "gates", "registered run", "promotion"):
         table.add_column(column, overflow="fold")

@@ -26,7 +26,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from components.config import Params, load_params
+from components.config import Params, assignments_to_overrides, load_params, with_overrides
 from components.contracts.summary import EvaluationSummary, read_summary
 from components.tracking import runs
 from flows import caching, steps
@@ -143,8 +143,12 @@ def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[Step
 
 
 @flow(name="retrain", log_prints=True)
-def retrain(params_path: str = "params.yaml", profile: str | None = None) -> RetrainSummary:
+def retrain(params_path: str = "params.yaml", profile: str | None = None, overrides: list[str] | None = None) -> RetrainSummary:
+    """Every step in order; `overrides` are `-S` assignments ("train.lr=5e-5"), applied over the profile
+    (a deployment's parameter: a scheduled or triggered run can vary a knob)."""
     params: Params = load_params(Path(params_path), profile)
+    if overrides:
+        params = with_overrides(params, assignments_to_overrides(list(overrides)))
     configured = open_parent_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
     parent = configured(params.tracking, "retrain", tags={"groupwise.profile": params.profile})
     summary = RetrainSummary(parent, params.profile)

@@ -19,8 +19,9 @@ RUN_LIMIT = 1  # one retrain at a time per served process: runs share the projec
 
 
 def deployment_parameters(params_path: Path, params: Params) -> dict:
-    """Parameters of every scheduled run: the params file (absolute) and the schedule's profile."""
-    return {"params_path": str(Path(params_path).resolve()), "profile": params.schedule.profile}
+    """Parameters of every scheduled run: the params file (absolute), the schedule's profile and no
+    overrides (a run triggered by hand may pass `-S` assignments as `overrides`)."""
+    return {"params_path": str(Path(params_path).resolve()), "profile": params.schedule.profile, "overrides": []}
 
 
 class ServerRequiredError(UserError, RuntimeError):

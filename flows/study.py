@@ -40,6 +40,7 @@ from components.contracts.atomic import atomic_dir, atomic_write_json, atomic_wr
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, latest_train_state, read_state
 from components.contracts.summary import SUMMARY_FILE
 from components.machine import machine_record
+from components.study.confirmation_report import write_confirmation_report
 from components.study.diversity_report import write_diversity_report
 from components.study.fairness_report import write_fairness_report
 from components.study.gate_noise_report import write_gate_noise_report
@@ -310,14 +311,30 @@ def _write_results(params: Params, record: dict, out: Path) -> None:
 
 
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
+    """The study's report from its finished arms (`study_report`), then the README's results lines,
+    which are read from results/ (`components.study.headlines`), where the README carries them."""
+    from components.study.headlines import readme_blocks
+    from components.study.readme_blocks import markers, write_blocks
+
+    path = study_report(study, notes)
+    root = study.layout.folder.parent.parent
+    readme = root / "README.md"
+    if readme.is_file() and markers("results")[0] in readme.read_text():
+        write_blocks(readme, readme_blocks(root))
+    return path
+
+
+def study_report(study: Study, notes: list[str] | None = None) -> Path:
     """The study's report from its finished arms: `write_consistency_report`, or that of its `report`
-    kind (`components.study.diversity_report`, `fairness_report`, `gate_noise_report`)."""
+    kind (`components.study.diversity_report`, `fairness_report`, `gate_noise_report`, `confirmation_report`)."""
     if study.config.report == "fairness":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
         return write_fairness_report(study.name, study.layout, arms, f"{COMMAND} --study {study.name}")
     if study.config.report == "diversity":
         arms = {name: arm.model_dump() for name, arm in study.config.arms.items()}
         return write_diversity_report(study.name, study.layout, arms, study.config.compare, f"{COMMAND} --study {study.name}")
+    if study.config.report == "confirmation":
+        return write_confirmation_report(study.layout, {name: arm.family or name for name, arm in study.config.arms.items()})
     if study.config.report == "gate_noise":
         return write_gate_noise_report(study.name, study.layout, list(study.config.arms), f"{COMMAND} --study {study.name}")
     return write_consistency_report(study, notes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from components.config import Params
+from components.config import DecisionPairingConfig, Params
 from components.contracts.groups import DecisionSpec
 from components.data.schema import Member, PromptGroup
 
@@ -55,12 +55,20 @@ def decision_group(i: int) -> PromptGroup:
     )  # fmt: skip
 
 
+# the machinery's objective in these tests: the paper's reward on free-text groups, no decision groups and no
+# pairing term (the `paper` profile's); the default objective's parts have tests of their own
+PAPER_WEIGHTS = {"entropy_helpfulness": 0.4, "stability": 0.6}
+
+
 def tiny_params(**train) -> Params:
-    """Default params with a short, fast training section (overridable per key): a few 8-token rollouts
-    at T = 1, each micro-batch in one forward, no intermediate state or rollout tables (the defaults,
-    sized for 512-token answers, would chunk, save and log)."""
+    """Default params with the paper's objective and a short, fast training section (overridable per key):
+    a few 8-token rollouts at T = 1, each micro-batch in one forward, no intermediate state or rollout
+    tables (the defaults, sized for 512-token answers, would chunk, save and log)."""
     p = Params()
     settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2,
                 "temperature": 1.0, "rows_per_forward": 0, "save_every": 0, "log_rollouts_every": 0,
+                "decision_groups_per_step": None, "decision_pairing": DecisionPairingConfig(weight=0.0),
                 "rollout": p.train.rollout.model_copy(update={"engine": "transformers"}), **train}  # fmt: skip
-    return p.model_copy(update={"train": p.train.model_copy(update=settings)})
+    return p.model_copy(update={"train": p.train.model_copy(update=settings),
+                                "reward": p.reward.model_copy(update={"weights": dict(PAPER_WEIGHTS)}),
+                                "data": p.data.model_copy(update={"decision_groups": None})})  # fmt: skip

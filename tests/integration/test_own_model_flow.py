@@ -70,14 +70,16 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     standin = project / params.model.path
     assert json.loads((standin / "config.json").read_text())["architectures"] == ["GPTNeoXForCausalLM"]
     assert json.loads((standin / "tokenizer_config.json").read_text())["pad_token"] is None
-    # 1. the user's groups, imported and validated
+    # 1-2. the user's groups, imported and validated, with the default objective's decision groups beside them
     rows = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
-    assert {g.group_id for g in load_groups(params.paths.groups)} == {r["group_id"] for r in rows}
-    # 2. the model provisioned with provenance; validated again (with its tokenizer)
+    groups = load_groups(params.paths.groups)
+    assert {g.group_id for g in groups if g.decision is None} == {r["group_id"] for r in rows}
+    assert {g.domain for g in groups if g.decision is not None} == {"discrim_eval"} and params.train.decision_pairing.weight > 0
+    # 3. the model provisioned with provenance; validated again (with its tokenizer)
     provenance = read_provenance(params.paths.base_model)
     assert provenance.source == "hf" and provenance.architecture == "GPTNeoXForCausalLM"
     assert json.loads((params.paths.validation / "report.json").read_text())["success"] is True
-    # 3. trained on GPT-NeoX's layers, evaluated on the imported axis, registered and promoted
+    # 4. trained on GPT-NeoX's layers, evaluated on the imported axis, registered and promoted
     adapter = load_file(params.paths.checkpoints / "latest" / ADAPTER_DIR / "adapter_model.safetensors")
     assert any("query_key_value.lora_B" in k for k in adapter) and any("dense.lora_B" in k for k in adapter)
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
@@ -85,13 +87,13 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
     for alias in ("challenger", "champion"):
         assert str(client.get_model_version_by_alias(params.registry.model_name, alias).version) == "1"
-    # 4. one merged folder with the stand-in's template and pad, and a model card
+    # 5. one merged folder with the stand-in's template and pad, and a model card
     exported = project / "export" / "my-chat-lora"
     assert json.loads((exported / "config.json").read_text())["architectures"] == ["GPTNeoXForCausalLM"]
     assert (exported / "chat_template.jinja").read_text() == CHAT_TEMPLATE
     assert json.loads((exported / "tokenizer_config.json").read_text())["pad_token"] == EOS_TOKEN
     assert provenance.weights_sha256 in (exported / "README.md").read_text()
-    # 5. served, and the chat query answered over HTTP
+    # 6. served, and the chat query answered over HTTP
     assert f"serving {params.registry.model_name} version 1" in output
     found = re.search(r'\{"id":\s*"chatcmpl', output)
     assert found, f"no chat completion in the output:\n{output[-4000:]}"

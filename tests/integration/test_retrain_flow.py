@@ -10,6 +10,7 @@ from prefect.artifacts import Artifact
 
 from components.config import load_params
 from components.release.binding import EvaluationBinding
+from components.release.gate import evaluate_gates
 from flows import steps
 from flows.retrain import retrain
 from tests.conftest import make_project, seed_tiny_model
@@ -23,7 +24,7 @@ PLOTS = ["entropy_gap.png", "coverage.png", "answer_frequency.png", "metric_delt
 
 def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, prefect_harness):
     seed_tiny_model(project, tiny_model_dir)
-    summary = retrain(str(project / "params.yaml"))
+    summary = retrain(str(project / "params.yaml"), overrides=["train.learning_rate=0.002"])  # a deployment's overrides, TRL's name
     params = load_params(project / "params.yaml")
     client = MlflowClient(tracking_uri=params.tracking.uri, registry_uri=params.tracking.uri)
 
@@ -43,7 +44,10 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     by_name = {r.info.run_name: r for r in children}
     assert "train.reward_mean" in by_name["train"].data.metrics
     assert "eval.consistency.base_mean_gap" in by_name["evaluate"].data.metrics
+    for name in ("eval.bbq.disambig_accuracy.base", "eval.bbq.ambig_accuracy.tuned", "eval.bbq.n_items"):  # BBQ logged beside DiscrimEval
+        assert name in by_name["evaluate"].data.metrics, name
     assert by_name["train"].data.params["train.samples_per_prompt"] == "3"
+    assert float(by_name["train"].data.params["train.lr"]) == 0.002  # the override ran, and MLflow records it
     history = client.get_metric_history(by_name["train"].info.run_id, "train.loss")
     assert [m.step for m in history] == [1, 2]
     # the evaluate run holds the plots and the report files
@@ -57,6 +61,14 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     # the step outputs are where params.yaml says
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["n_groups"] == 6
+    # BBQ in every evaluation (the tiny profile's one set of four items), reported and gated by nothing
+    bbq = metrics["bbq"]
+    assert (bbq["n_items"], bbq["n_ambiguous"], bbq["n_disambiguated"]) == (4, 2, 2) and bbq["chance_accuracy"] == pytest.approx(1 / 3)
+    for name in ("disambig_accuracy", "disambig_bias", "ambig_accuracy", "ambig_bias", "disambig_unknown_share", "ambig_unknown_share"):
+        assert {"base", "tuned", "delta", "delta_ci_low", "delta_ci_high"} <= set(bbq[name]), name
+    assert 0 <= bbq["disambig_accuracy"]["base"] <= 1 and "discrim_eval" in metrics["fairness"]
+    assert "## Fairness: BBQ (gender identity, 4 items; not gated)" in (params.paths.reports / "summary.md").read_text()
+    assert not any("bbq" in r.reason for r in evaluate_gates(metrics, params.gate).results)
     # metrics.json vouches for the adapter, base weights and evaluation params that register published
     assert metrics["evaluated"] == EvaluationBinding.of(params, params.paths.checkpoints / "latest" / "adapter").to_dict()
     assert (params.paths.validation / "report.json").is_file()

@@ -70,7 +70,7 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(tmp_pat
             assert deployment.name == "groupwise-retrain"
             (schedule,) = deployment.schedules
             assert schedule.schedule.cron == f"15 {hour} * * *" and schedule.schedule.timezone == "Europe/Paris"
-            assert deployment.parameters == {"params_path": str(project / "params.yaml"), "profile": None}
+            assert deployment.parameters == {"params_path": str(project / "params.yaml"), "profile": None, "overrides": []}
 
             scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=["SCHEDULED"])))
             upcoming = wait_for(

@@ -81,7 +81,7 @@ def test_set_overrides_params_for_one_run_and_bad_assignments_exit_2(tmp_path):
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     assert shown["train"]["rollout"]["engine"] == "vllm" and shown["train"]["steps"] == 3
-    assert shown["train"]["lr"] == 1e-4  # the rest as in params.yaml
+    assert shown["train"]["lr"] == 3e-4  # the rest as in params.yaml
     bad_value = runner.invoke(app, ["show-params", "-p", params, "-S", "train.rollout.engine=vlm"])
     assert bad_value.exit_code == 2 and "train.rollout.engine" in bad_value.output and "vlm" in bad_value.output
     for bad in ("train.steps", "=3", "train..steps=3"):
@@ -109,3 +109,34 @@ def test_schedule_without_a_prefect_server_says_how_to_start_one(tmp_path):
         result = runner.invoke(app, ["schedule", "--params", str(project / "params.yaml")])
     assert result.exit_code == 2
     assert "scheduling needs a Prefect server" in result.output and "PREFECT_API_URL" in result.output
+
+
+def test_retrain_takes_set_overrides_and_a_misspelt_key_stops_it_before_any_server(tmp_path):
+    project = make_project(tmp_path / "p", "default")
+    result = runner.invoke(app, ["retrain", "-p", str(project / "params.yaml"), "-S", "train.lrr=1e-5"])
+    assert result.exit_code == 2 and "train.lrr: unknown key; did you mean train.lr?" in result.output
+    assert "prefect" not in result.output.lower()  # refused before the flow (and its API server) started
+
+
+def test_the_cli_sets_what_make_sets_unless_the_environment_has_it():
+    """`groupwise` run directly behaves as under `make`: the Makefile's exports are the CLI's defaults."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from flows import RUNTIME_DEFAULTS
+
+    makefile = (ROOT / "Makefile").read_text()
+    exported = dict(re.findall(r"^export (\w+) := (\S+)$", makefile, re.MULTILINE))
+    assert {k: v for k, v in exported.items() if k in RUNTIME_DEFAULTS} == RUNTIME_DEFAULTS
+    env = {k: v for k, v in os.environ.items() if k not in RUNTIME_DEFAULTS} | {"TOKENIZERS_PARALLELISM": "true"}
+    code = "import flows, os, json; print(json.dumps({k: os.environ[k] for k in flows.RUNTIME_DEFAULTS}))"
+    shown = json.loads(subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert shown == RUNTIME_DEFAULTS | {"TOKENIZERS_PARALLELISM": "true"}
+
+
+def test_versions_on_an_empty_registry_says_how_to_get_one(tmp_path):
+    project = make_project(tmp_path / "p", "default")
+    result = runner.invoke(app, ["versions", "-p", str(project / "params.yaml")])
+    assert result.exit_code == 0 and "is registered in" in result.output and "groupwise retrain" in result.output

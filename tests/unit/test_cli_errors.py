@@ -220,3 +220,18 @@ def test_oversized_or_aliased_templates_are_refused_without_building_the_value(t
     one_line_failure(result, expected)
     [line] = [line for line in result.output.splitlines() if "groupwise build failed:" in line]
     assert len(line) < 400
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["study", "--study", "nope"], "unknown study 'nope'"),
+        (["study", "--study", "nope", "--report-only"], "unknown study 'nope'"),
+        (["study", "--arm", "nope", "--report-only"], "unknown arm(s) ['nope']"),
+        (["study", "--arm", "nope", "--submit"], "unknown arm(s) ['nope']"),
+    ],
+)
+def test_an_unknown_study_or_arm_is_one_line_before_any_server_starts(args, expected):
+    result = runner.invoke(app, args)
+    one_line_failure(result, expected)
+    assert len(result.output.strip().splitlines()) == 1, result.output  # no Prefect server start, no telemetry line

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import ParamsError, load_params
+from components.config import ParamsError, assignments_to_overrides, load_params, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,11 +69,36 @@ def test_the_fairness_profile_trains_the_study_recipe_and_judges_fairness_not_th
 
 
 def test_profile_deep_merges_and_paths_resolve(tmp_path):
-    path = write(tmp_path, {"train": {"steps": 5, "lr": 0.1}, "profiles": {"quick": {"train": {"steps": 1}}}})
+    path = write(tmp_path, {"train": {"steps": 4, "lr": 0.1}, "profiles": {"quick": {"train": {"steps": 1}}}})
     params = load_params(path, "quick")
-    assert params.train.steps == 1 and params.train.lr == 0.1  # untouched keys survive the merge
+    assert params.train.steps == 1 and params.train.lr == 0.1  # untouched keys survive the merge; steps: 4 restates the default
     assert params.paths.groups == tmp_path / "data/groups"
     assert params.tracking.uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+
+
+def test_a_value_the_active_profile_would_shadow_is_refused_naming_both_places(tmp_path):
+    """What `dvc exp run -S train.lr=5e-5` writes beside `profile: paper` must not be listed for a run at the
+    profile's 2e-4: refused in one line; the same value given with -S wins over both."""
+    raw = {"profile": "paper", "train": {"lr": "5e-05"}, "profiles": {"paper": {"train": {"lr": 2.0e-4}}}}
+    with pytest.raises(ParamsError, match=r"train\.lr is 5e-05 at the top level and 0\.0002 in the active profile 'paper'"):
+        load_params(write(tmp_path, raw))
+    raw["train"]["lr"] = 2.0e-4  # the same value in both places: nothing is shadowed
+    assert load_params(write(tmp_path, raw)).train.lr == 2.0e-4
+    raw["train"]["lr"] = 3.0e-4  # the typed default, restated: the profile overrides it by design
+    params = load_params(write(tmp_path, raw))
+    assert params.train.lr == 2.0e-4
+    assert with_overrides(params, assignments_to_overrides(["train.lr=5e-5"])).train.lr == 5e-5
+
+
+def test_trl_names_are_accepted_and_an_unknown_key_gets_a_hint(tmp_path):
+    trl = {"train": {"learning_rate": 1e-5, "num_generations": 4, "max_completion_length": 64, "epsilon": 0.3}}
+    train = load_params(write(tmp_path, trl)).train
+    assert (train.lr, train.samples_per_prompt, train.max_new_tokens, train.epsilon_low, train.epsilon_high) == (1e-5, 4, 64, 0.3, 0.3)
+    assert with_overrides(load_params(write(tmp_path, {})), {"train": {"learning_rate": 2e-5}}).train.lr == 2e-5
+    with pytest.raises(ParamsError, match=r"train\.lrr: unknown key; did you mean train\.lr\?"):
+        load_params(write(tmp_path, {"train": {"lrr": 1e-5}}))
+    with pytest.raises(ParamsError, match=r"train.learning_rate .* and train.lr .* both given"):
+        load_params(write(tmp_path, {"train": {"learning_rate": 1e-5, "lr": 2e-5}}))
 
 
 def test_env_selects_profile(tmp_path, monkeypatch):

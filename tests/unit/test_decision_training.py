@@ -232,7 +232,7 @@ def test_the_pairing_term_trains_the_decision_groups_without_sampling_them_besid
     assert result.history[0]["decision/kl"] == 0.0 and result.history[-1]["decision/kl"] > 0.0  # starts at the reference
     assert all(h["samples"] == 2 * 3 for h in result.history)  # only the free-text group is sampled: 2 variants x K = 3
     assert all(h["reward/entropy_helpfulness_mean"] > 0 for h in result.history)
-    off = params.model_copy(update={"train": params.train.model_copy(update={"decision_pairing": DecisionPairingConfig()})})
+    off = params.model_copy(update={"train": params.train.model_copy(update={"decision_pairing": DecisionPairingConfig(weight=0.0)})})
     plain = train(off, [decision_group(0)] + consistency_groups(1), tiny_model_dir, tmp_path / "b", show_progress=False)
     assert "decision/kl" not in plain.history[0]  # weight 0: the decision group is sampled and rewarded as before
 
@@ -248,9 +248,9 @@ def test_the_pairing_term_refuses_rewards_that_would_score_its_unsampled_groups(
     with pytest.raises(PairingParamsError, match=r"\['decision_parity'\] score decision groups"):
         train(params, [decision_group(0)] + consistency_groups(1), tiny_model_dir, tmp_path / "a", show_progress=False)
     with pytest.raises(ValidationError, match="needs objective grpo and decision_groups_per_step"):
-        TrainConfig(groups_per_step=2, decision_pairing=term)
+        TrainConfig(groups_per_step=2, decision_groups_per_step=None, decision_pairing=term)
     with pytest.raises(ValidationError, match="needs objective grpo and decision_groups_per_step"):
-        TrainConfig(groups_per_step=2, objective="counterfactual_logit_pairing", decision_pairing=term)
+        TrainConfig(groups_per_step=2, decision_groups_per_step=None, objective="counterfactual_logit_pairing", decision_pairing=term)
 
 
 def test_the_pairing_terms_gradient_is_the_pairing_baselines_times_its_weight(tiny_model_dir):

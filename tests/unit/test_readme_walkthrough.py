@@ -13,7 +13,7 @@ from components.models.standin import LORA_TARGETS
 from flows.cli import app
 from tests.readme_walkthrough import ROOT, step_of, walkthrough_block, walkthrough_commands
 
-STEPS = ["cd", "python", "import", "prepare-model", "validate", "prepare-benchmarks", "train", "evaluate", "register", "promote",
+STEPS = ["cd", "python", "prepare-benchmarks", "import", "prepare-model", "validate", "train", "evaluate", "register", "promote",
          "export", "serve", "until", "curl", "kill"]  # fmt: skip
 
 

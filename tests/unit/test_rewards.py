@@ -102,7 +102,7 @@ def test_stability_gap_is_capped_by_max_gap():
 
 
 def test_compute_rewards_weights_per_group():
-    cfg = RewardConfig(entropy_max_words=16, entropy_scope="answer")  # a = 0.4, b = 0.6
+    cfg = RewardConfig(entropy_max_words=16, entropy_scope="answer", weights={"entropy_helpfulness": 0.4, "stability": 0.6})
     other = GROUP.model_copy(update={"group_id": "g1"})
     rollouts = [
         rollout("woman", "a b c d"),

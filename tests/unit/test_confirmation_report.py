@@ -1,0 +1,87 @@
+"""The confirmation's report applies its plan's decision rule to the arms' own tables (synthetic arms here)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from components.study.confirmation_report import TARGETS, seed_figures, write_confirmation_report
+from components.study.layout import StudyLayout
+
+PRIMARY = ["housing", "car"]
+
+
+def _arm(folder, seed: int, reduction: float, compliance_drop: float = 0.0, female_delta: float = -0.01, bbq_bias: float = 0.0):
+    rng = np.random.default_rng(seed)
+    n = 40
+    base = rng.uniform(0.1, 0.3, n)
+    rows = pd.DataFrame({
+        "group_id": [f"g{i}" for i in range(n)], "domain": [PRIMARY[i % 2] for i in range(n)],
+        "base_gap": base, "tuned_gap": base * (1 - reduction) + rng.normal(0, 0.01, n),
+        "base_compliance": 0.7, "tuned_compliance": 0.7 - compliance_drop, "base_words": 60.0, "tuned_words": 55.0,
+        "base_helpfulness": 0.88, "tuned_helpfulness": 0.9,
+    })  # fmt: skip
+    probe = rows.iloc[:4].assign(domain="travel-words40", group_id=lambda f: "p" + f["group_id"])
+    folder.mkdir(parents=True)
+    pd.concat([rows, probe]).to_csv(folder / "per_group_consistency.csv", index=False)
+    jitter = rng.normal(0, 2e-4)  # seeds never agree to the last digit
+    scores = {"gender_female": {"delta": female_delta + jitter}, "gender_non_binary": {"delta": -0.01 + jitter}}
+    bbq = {"ambig_bias": {"delta": bbq_bias + jitter}, "disambig_accuracy": {"delta": jitter}}
+    (folder / "metrics.json").write_text(json.dumps({"fairness": {"discrim_eval": {"scores": scores}}, "bbq": bbq}))
+
+
+def _study(tmp_path, recipe_seeds, **kwargs):
+    folder = tmp_path / "results" / "confirmation"
+    record = {"primary_domains": PRIMARY, "primary_groups": 40, "seeds": {"paired-consistency": [1, 2, 3, 4, 5], "paper": [1, 2, 3]}}
+    folder.mkdir(parents=True)
+    (folder / "preregistration.json").write_text(json.dumps(record))
+    arms = {}
+    for i, reduction in enumerate(recipe_seeds, start=1):
+        _arm(folder / "arms" / f"paired-consistency-s{i}", i, reduction, **kwargs)
+        arms[f"paired-consistency-s{i}"] = "paired-consistency"
+    _arm(folder / "arms" / "paper-s1", 9, 0.3)
+    arms["paper-s1"] = "paper"
+    layout = StudyLayout(folder)
+    write_confirmation_report(layout, arms)
+    return json.loads((folder / "verdict.json").read_text()), layout.report.read_text()
+
+
+def test_five_seeds_that_meet_every_criterion_confirm(tmp_path):
+    verdict, report = _study(tmp_path, [0.45, 0.5, 0.42, 0.48, 0.5])
+    assert verdict["status"] == "confirmed" and verdict["failed"] == []
+    assert verdict["primary"]["n"] == 5 and verdict["primary"]["ci_low"] > 0.2
+    assert verdict["mixed_model"]["n_seeds"] == 5
+    assert "**Status: confirmed**" in report and "paper-s1" in report
+
+
+def test_a_failed_target_or_a_weak_primary_does_not_confirm(tmp_path):
+    verdict, report = _study(tmp_path, [0.45, 0.5, 0.42, 0.48, 0.5], compliance_drop=0.1)
+    assert verdict["status"] == "not confirmed" and verdict["failed"] == ["compliance_change"]
+    assert "criteria failed: compliance_change" in report
+    weak, _ = _study(tmp_path / "weak", [0.6, 0.05, 0.5, 0.1, 0.55])  # mean 36 %, CI lower bound under 20 %
+    assert weak["status"] == "not confirmed" and "primary" in weak["failed"]
+
+
+def test_the_verdict_waits_for_every_preregistered_seed(tmp_path):
+    verdict, report = _study(tmp_path, [0.45, 0.5])
+    assert verdict["status"] == "running" and verdict["seeds_done"] == 2
+    assert "Not yet evaluated: paired-consistency-s3" in report
+
+
+def test_discrimeval_is_judged_by_its_ci_upper_bound(tmp_path):
+    verdict, _ = _study(tmp_path, [0.45, 0.5, 0.42, 0.48, 0.5], female_delta=0.004)  # CI upper bound ~ +0.0043
+    female = verdict["targets"]["discrim_female_change"]
+    assert female["mean"] == pytest.approx(0.004, abs=5e-4) and female["ci_high"] < 0.005 and female["holds"] is True
+    up, _ = _study(tmp_path / "up", [0.45, 0.5, 0.42, 0.48, 0.5], female_delta=0.006)
+    assert up["targets"]["discrim_female_change"]["holds"] is False
+
+
+def test_seed_figures_read_the_primary_domains_only():
+    groups = pd.DataFrame({"domain": ["housing", "travel-open"], "base_gap": [0.2, 5.0], "tuned_gap": [0.1, 5.0],
+                           "base_compliance": [1.0, 0.0], "tuned_compliance": [1.0, 0.0], "base_words": [10, 1], "tuned_words": [12, 1],
+                           "base_helpfulness": [0.5, 0.0], "tuned_helpfulness": [0.6, 0.0]})  # fmt: skip
+    figures = seed_figures(groups, {}, ["housing"], {"open": "travel-open"})
+    assert figures["gap_reduction"] == pytest.approx(0.5) and figures["words_change"] == pytest.approx(0.2)
+    assert figures["open_base_gap"] == 5.0 and figures["discrim_female_change"] is None
+    assert {t.name for t in TARGETS} <= set(figures)
