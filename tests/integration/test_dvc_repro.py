@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from components.config import load_params
 from flows.retrain import retrain
@@ -90,6 +91,13 @@ def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness)
         for rev in experiments for exp in (rev.get("experiments") or []) for exp in exp.get("revs", [])
     }  # fmt: skip
     assert "2e-05" in lrs
+    # the experiment's train run in MLflow ran the value `dvc exp show` lists
+    client = MlflowClient(tracking_uri=load_params(project / "params.yaml").tracking.uri)
+    experiment = client.get_experiment_by_name(load_params(project / "params.yaml").tracking.experiment)
+    (train_run,) = client.search_runs(
+        [experiment.experiment_id], "attributes.run_name = 'train'", order_by=["attributes.start_time DESC"], max_results=1
+    )
+    assert float(train_run.data.params["train.lr"]) == pytest.approx(2e-05)
     diff = json.loads(dvc(project, "metrics", "diff", "HEAD", "--json"))["data/reports/metrics.json"]
     assert diff["consistency.tuned_mean_gap"]["new"] != diff["consistency.tuned_mean_gap"]["old"]
     assert "consistency.base_mean_gap" not in diff  # unchanged: same base model, prompts and seeds
@@ -108,3 +116,11 @@ def test_dvc_repro_remote_experiments_and_flow_parity(tmp_path, prefect_harness)
         k: bound_flow[k] for k in ("params_sha256", "base_weights_sha256")
     }
     assert by_flow == by_dvc
+
+    # a top-level value that the active profile would shadow: the experiment is refused in one line naming both
+    # places, so `dvc exp show` never lists a learning rate that did not run
+    shadowed = subprocess.run(
+        ["dvc", "exp", "run", "-S", "train.lr=5e-05"], cwd=project, capture_output=True, text=True, env=os.environ.copy()
+    )
+    output = shadowed.stdout + shadowed.stderr
+    assert shadowed.returncode != 0 and "train.lr is 5e-05 at the top level" in output and "active profile 'tiny'" in output, output

@@ -143,8 +143,8 @@ from prefect import flow
 
 
 @flow(name="concurrency-probe")
-def retrain(params_path: str = "", profile: str | None = None) -> None:
-    time.sleep(2)
+def retrain(params_path: str = "", profile: str | None = None, overrides: list[str] | None = None) -> None:
+    time.sleep(2)  # the signature of flows.retrain.retrain, whose parameters prefect.yaml gives
 """
 
 
