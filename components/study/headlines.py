@@ -148,10 +148,15 @@ def confirmation(root: Path) -> Headline:
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------
 
 
-def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
+def _comparison(study: Path, comparison: str, arm: str, family: str, metric: str) -> pd.Series:
+    """The table.csv row of one comparison ("head to head" or "vs base") of `arm` on a task family's metric."""
     table = pd.read_csv(study / "table.csv")
-    pick = (table["comparison"] == "head to head") & (table["arm"] == arm) & (table["family"] == family) & (table["metric"] == metric)
+    pick = (table["comparison"] == comparison) & (table["arm"] == arm) & (table["family"] == family) & (table["metric"] == metric)
     return table[pick].iloc[0]
+
+
+def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
+    return _comparison(study, "head to head", arm, family, metric)
 
 
 def _q(row: pd.Series) -> str:
@@ -162,9 +167,7 @@ def _q(row: pd.Series) -> str:
 
 
 def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
-    table = pd.read_csv(study / "table.csv")
-    pick = (table["comparison"] == "vs base") & (table["arm"] == arm) & (table["family"] == family) & (table["metric"] == metric)
-    return table[pick].iloc[0]
+    return _comparison(study, "vs base", arm, family, metric)
 
 
 def gapo(root: Path) -> Headline:
