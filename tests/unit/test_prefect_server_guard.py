@@ -91,3 +91,19 @@ def test_prefect_servers_module_popens_through_the_guard():
     prefect_server.guard_temporary_server()  # idempotent
     assert server_module.subprocess.Popen is prefect_server._GuardedPopen
     assert server_module.subprocess.TimeoutExpired is subprocess.TimeoutExpired
+
+
+def test_the_prefect_internals_the_guard_replaces_are_still_there():
+    """The guard swaps the `subprocess` module that Prefect's server module uses to start uvicorn; Prefect
+    has no supported hook for the temporary server's command. This fails on the first Prefect version
+    where that module no longer starts the server through `subprocess.Popen` (then the guard would
+    silently do nothing, and a killed flow would leave its server listening)."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(prefect_server.SERVER_MODULE)
+    prefect_server.guard_temporary_server()
+    assert isinstance(module.subprocess, prefect_server._GuardedSubprocess), "the guard is not installed"
+    source = inspect.getsource(module.SubprocessASGIServer._run_uvicorn_command)
+    assert "subprocess.Popen(" in source, "Prefect no longer starts its temporary server with subprocess.Popen"
+    assert module.subprocess.Popen is prefect_server._GuardedPopen
