@@ -386,8 +386,11 @@ def download_verified(model_uri: str, dst: Path | None = None, tracking_uri: str
     else:
         version = client.get_model_version(name, ref)
     folder = Path(dst or tempfile.mkdtemp(prefix="groupwise-verified-"))
+    source = version.source
+    if source.startswith("models:/m-"):  # a LoggedModel: MLflow would resolve it against the global tracking URI
+        source = client.get_logged_model(source.removeprefix("models:/")).artifact_location
     local = Path(mlflow.artifacts.download_artifacts(
-        version.source, dst_path=str(folder), tracking_uri=tracking_uri, registry_uri=tracking_uri
+        source, dst_path=str(folder), tracking_uri=tracking_uri, registry_uri=tracking_uri
     ))  # fmt: skip
     verify(local, version.tags, f"{name} version {version.version}")
     return local, version

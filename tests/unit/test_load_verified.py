@@ -43,3 +43,45 @@ def test_a_version_loads_verified_from_the_tracking_uri_given(version, tmp_path,
     stored.write_text("import os  # injected\n")  # whoever can write the artifact store
     with pytest.raises(ManifestError, match=r"m version 1: files differ .*changed \['code/entry.py'\]"):
         model_registry.load_verified("models:/m/1", tracking_uri=uri)
+
+
+FRESH_PROCESS = """
+import sys
+import mlflow.pyfunc as pyfunc
+from pathlib import Path
+pyfunc.load_model = lambda path: Path(path)  # the check is the download and verification, not the flavour
+from components.tracking.model_registry import load_verified
+model = load_verified("models:/m@champion", tracking_uri=sys.argv[1])
+print((model / "code" / "entry.py").read_text().strip())
+"""
+
+
+def test_a_logged_model_version_loads_in_a_fresh_process_with_only_the_documented_arguments(tmp_path, monkeypatch):
+    """A version registered from an MLflow 3 LoggedModel (source models:/m-...) is found through the
+    tracking URI given, in a process with no MLflow environment at all (docs/operations.md's snippet)."""
+    import os
+    import subprocess
+    import sys
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri, registry_uri=uri)
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    logged = client.create_logged_model(experiment, name="adapter")
+    model = tmp_path / "model"
+    (model / "code").mkdir(parents=True)
+    (model / "code" / "entry.py").write_text("print('logged model code')\n")
+    (model / "MLmodel").write_text("flavors: {}\n")
+    client.log_model_artifacts(logged.model_id, str(model))
+    client.create_registered_model("m")
+    monkeypatch.setenv(
+        "MLFLOW_TRACKING_URI", uri
+    )  # registering checks a models:/ source against the global store, as groupwise's register does
+    made = client.create_model_version("m", f"models:/{logged.model_id}", tags=manifest_tags(manifest_of(model)), model_id=logged.model_id)
+    assert made.source == f"models:/{logged.model_id}"
+    client.set_registered_model_alias("m", "champion", made.version)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS, uri], cwd=tmp_path, env=env | {"PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("print('logged model code')")
