@@ -9,7 +9,9 @@
   moment without a complete folder. `recover_dir` finishes a swap that a crash interrupted between
   the two renames (the folder gone, its previous version aside): it puts the previous one back.
   A symlinked `out_dir` is followed: the swap happens at the link's target and the link stays. When
-  the swap itself fails, the new folder is kept and the error (`SwapError`) names where it is.
+  the swap itself fails, the new folder is kept and the error (`SwapError`) names where it is. The
+  temporary folder's name carries its writer's pid (`.<name>-tmp-<pid>-…`): one left by a writer that
+  was killed (`kill -9` runs no cleanup) is removed by the next write of the same folder.
 
 Standard library only: every layer may use it.
 """
@@ -95,7 +97,8 @@ def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
     given, out_dir = Path(out_dir), _target(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-", dir=out_dir.parent))
+    _remove_orphans(out_dir)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-{os.getpid()}-", dir=out_dir.parent))
     try:
         write(tmp)
         tmp.chmod(DIR_MODE)
@@ -109,6 +112,24 @@ def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
     if given != out_dir and _aside(given).is_symlink():
         _aside(given).unlink()  # the link a swap of the link itself once set aside (never a folder)
     return given
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove_orphans(out_dir: Path) -> None:
+    """Remove temporary folders of `out_dir` whose writer is gone (its pid in the name; none: gone)."""
+    for tmp in out_dir.parent.glob(f".{out_dir.name}-tmp-*"):
+        pid = tmp.name.removeprefix(f".{out_dir.name}-tmp-").split("-", 1)[0]
+        if tmp.is_dir() and not (pid.isdigit() and _alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _swap(tmp: Path, out_dir: Path) -> None:

@@ -116,3 +116,29 @@ def test_a_failed_swap_keeps_the_new_folder_and_says_where(tmp_path, monkeypatch
 def test_the_contract_imports_no_torch():
     code = "import sys, components.contracts.checkpoint; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_a_temporary_folder_left_by_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+    """`kill -9` during a checkpoint write leaves `.latest-tmp-<pid>-…` behind; the next write of the same
+    folder removes it, and never a temporary folder whose writer is still alive."""
+    import os
+    import signal
+
+    from components.contracts.atomic import atomic_dir
+
+    out = tmp_path / "latest"
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        alive = tmp_path / f".latest-tmp-{writer.pid}-abc"
+        alive.mkdir()
+        dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+        orphans = [tmp_path / f".latest-tmp-{dead_pid}-xyz", tmp_path / ".latest-tmp-k2j3h"]  # a killed writer; a nameless one
+        for orphan in orphans:
+            (orphan / "adapter").mkdir(parents=True)
+        atomic_dir(out, lambda folder: (folder / "train_state.json").write_text("{}"))
+        assert (out / "train_state.json").is_file() and alive.is_dir()
+        assert not any(orphan.exists() for orphan in orphans)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "latest"])
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait()
