@@ -85,10 +85,12 @@ def _resolved_params(params_path: Path, profile: Optional[str], sets: Optional[l
     return params
 
 
-def _run_step(name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, **options) -> None:
+def _run_step(
+    name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, command: str | None = None, **options
+) -> None:
     from flows.steps import STEPS
 
-    with _reported(name):  # in the step's name: `import` runs two
+    with _reported(command or name):  # in the command's name: `import` runs two steps
         params = _resolved_params(params_path, profile, sets)
         started = time.perf_counter()
         result = STEPS[name](params, **options)
@@ -116,8 +118,8 @@ def import_(
     For the flow and `dvc repro`, set `data.groups_file` in params.yaml instead: the build step then imports it.
     """
     groups_file = [*(sets or []), f"data.groups_file={json.dumps(str(file.resolve()))}"]
-    _run_step("build", params, profile, groups_file)
-    _run_step("validate", params, profile, groups_file)
+    _run_step("build", params, profile, groups_file, command="import")
+    _run_step("validate", params, profile, groups_file, command="import")
 
 
 @_command("validate")

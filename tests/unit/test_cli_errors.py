@@ -235,3 +235,12 @@ def test_an_unknown_study_or_arm_is_one_line_before_any_server_starts(args, expe
     result = runner.invoke(app, args)
     one_line_failure(result, expected)
     assert len(result.output.strip().splitlines()) == 1, result.output  # no Prefect server start, no telemetry line
+
+
+def test_an_import_error_names_the_import(tmp_path):
+    project = make_project(tmp_path / "p", "tiny")
+    bad = tmp_path / "groups.jsonl"
+    bad.write_text('{"group_id": "g1"}\n')
+    result = runner.invoke(app, ["import", str(bad), "--params", str(project / "params.yaml")])
+    one_line_failure(result, "groupwise import failed:", "groups.jsonl")
+    assert "groupwise build failed" not in result.output
