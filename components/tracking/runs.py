@@ -124,13 +124,28 @@ def _address(uri: str) -> tuple[str, int] | None:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def wait_for_server(uri: str, waits: list[float] | None = None, timeout: float = 5.0) -> None:
+def within(waits: list[float], budget: float) -> list[float]:
+    """The waits of MLflow's schedule that fit in `budget` seconds in all (the last one cut to fit)."""
+    kept, total = [], 0.0
+    for wait in waits:
+        if total >= budget:
+            break
+        kept.append(min(wait, budget - total))
+        total += kept[-1]
+    return kept
+
+
+def wait_for_server(uri: str, waits: list[float] | None = None, timeout: float = 5.0, budget: float | None = None) -> None:
     """Return once the tracking server at `uri` accepts a connection (at once for a local store);
-    before each wait say on stderr what is waited for; at the end a `TrackingUnavailableError`."""
+    before each wait say on stderr what is waited for; at the end a `TrackingUnavailableError`.
+    `budget`: seconds of waiting in all (`tracking.connect_timeout_seconds`)."""
     address = _address(uri) if is_server(uri) else None
     if address is None:
         return
     waits = server_waits() if waits is None else waits
+    if budget is not None:
+        waits = within(waits, budget)
+        timeout = min(timeout, budget)
     for attempt, wait in enumerate([*waits, None], start=1):
         try:
             socket.create_connection(address, timeout=timeout).close()
@@ -142,7 +157,7 @@ def wait_for_server(uri: str, waits: list[float] | None = None, timeout: float =
                     f"tracking server {uri} does not accept connections ({reason}; {attempt} attempt"
                     f"{'s' * (attempt > 1)} over {sum(waits):.0f} s): start it, or set GROUPWISE_TRACKING_URI / tracking.uri to one that runs"
                 ) from exc
-            total = f" ({sum(waits):.0f} s in all; MLFLOW_HTTP_REQUEST_MAX_RETRIES sets the attempts)" if attempt == 1 else ""
+            total = f" ({sum(waits):.0f} s in all; tracking.connect_timeout_seconds bounds it)" if attempt == 1 else ""
             print(f"[tracking] waiting for the tracking server at {uri} ({reason}): attempt {attempt + 1} of "
                   f"{len(waits) + 1} in {wait:.0f} s{total}", file=sys.stderr, flush=True)  # fmt: skip
             time.sleep(wait)
@@ -153,7 +168,7 @@ def configure(cfg: TrackingConfig) -> str:
     first call of a process on an experiment also closes runs that dead processes left RUNNING."""
     import mlflow
 
-    wait_for_server(cfg.uri)
+    wait_for_server(cfg.uri, budget=cfg.connect_timeout_seconds)
     mlflow.set_tracking_uri(cfg.uri)
     mlflow.set_registry_uri(cfg.uri)  # else the registry may follow another thread's tracking URI
     with _first_use_lock(cfg.uri):

@@ -4,6 +4,7 @@ tracking store both see no experiment, both create it, and the loser must use th
 from __future__ import annotations
 
 import threading
+import time
 
 import mlflow
 import pytest
@@ -111,6 +112,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # nothing listens on it once closed
 
 
+def test_the_wait_for_a_tracking_server_is_bounded_by_the_configured_seconds(tmp_path, monkeypatch):
+    """MLflow's default schedule (7 retries, backoff 2) waits minutes; tracking.connect_timeout_seconds bounds it."""
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", raising=False)
+    assert sum(runs.server_waits()) > 60
+    assert runs.within([0.0, 2.0, 4.0, 8.0], 3.0) == [0.0, 2.0, 1.0] and runs.within([1.0], 5.0) == [1.0]
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    with pytest.raises(runs.TrackingUnavailableError, match=r"over 2 s\): start it"):
+        runs.configure(TrackingConfig(uri=uri, artifact_location=tmp_path / "a", connect_timeout_seconds=2))
+    assert time.monotonic() - started < 10
+
+
 def test_an_unreachable_tracking_server_is_waited_for_aloud_then_refused_in_one_line(tmp_path, monkeypatch, capsys):
     """It retried silently for ~4 min inside MLflow, then exited 1 with a traceback. The waits follow
     MLflow's retry settings; each is announced; the end is one line naming the URI, exit code 2."""
@@ -130,7 +144,7 @@ def test_an_unreachable_tracking_server_is_waited_for_aloud_then_refused_in_one_
     assert "\n" not in message and runs.is_transient(info.value)  # a flow's task retries still apply
     waits = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[tracking] waiting")]
     expected = [f"[tracking] waiting for the tracking server at {uri} (Connection refused): attempt {n} of 3 in 0 s" for n in (2, 3)]
-    assert waits == [expected[0] + " (0 s in all; MLFLOW_HTTP_REQUEST_MAX_RETRIES sets the attempts)", expected[1]]
+    assert waits == [expected[0] + " (0 s in all; tracking.connect_timeout_seconds bounds it)", expected[1]]
 
     project = make_project(tmp_path / "p", "tiny")
     monkeypatch.setenv("GROUPWISE_TRACKING_URI", uri)
