@@ -597,7 +597,7 @@ class TrackingConfig(_Section):
     retries: int = Field(3, ge=0, description="flow task retries on a transient tracking fault")
     retry_delay_seconds: float = Field(10.0, ge=0, description="wait between those retries")
     connect_timeout_seconds: float = Field(
-        15.0, gt=0,
+        30.0, gt=0,
         description="how long a step waits, in all, for a tracking server to accept connections before it stops in one "
         "line naming the URI (checked once, before any work; MLflow's own retry schedule would wait minutes)",
     )  # fmt: skip
