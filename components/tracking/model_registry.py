@@ -374,6 +374,19 @@ def load_verified(model_uri: str, dst: Path | None = None, tracking_uri: str | N
     return mlflow.pyfunc.load_model(str(local))
 
 
+@contextmanager
+def _global_tracking_uri(uri: str | None):
+    """MLflow's process-wide tracking URI set to `uri` for the block, then put back (None: unchanged):
+    MLflow resolves a version's `models:/m-<id>` source against it, whatever URI the call is given."""
+    if uri is None:
+        yield
+        return
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri  # MLflow's own; pinned by test_load_verified
+
+    with _use_tracking_uri(uri):
+        yield
+
+
 def download_verified(model_uri: str, dst: Path | None = None, tracking_uri: str | None = None):
     """(local folder, ModelVersion) of a version downloaded and checked against its SHA-256 manifest."""
     import mlflow
@@ -386,12 +399,10 @@ def download_verified(model_uri: str, dst: Path | None = None, tracking_uri: str
     else:
         version = client.get_model_version(name, ref)
     folder = Path(dst or tempfile.mkdtemp(prefix="groupwise-verified-"))
-    source = version.source
-    if source.startswith("models:/m-"):  # a LoggedModel: MLflow would resolve it against the global tracking URI
-        source = client.get_logged_model(source.removeprefix("models:/")).artifact_location
-    local = Path(mlflow.artifacts.download_artifacts(
-        source, dst_path=str(folder), tracking_uri=tracking_uri, registry_uri=tracking_uri
-    ))  # fmt: skip
+    with _global_tracking_uri(tracking_uri):  # a LoggedModel source (models:/m-...) is resolved against the global URI
+        local = Path(mlflow.artifacts.download_artifacts(
+            version.source, dst_path=str(folder), tracking_uri=tracking_uri, registry_uri=tracking_uri
+        ))  # fmt: skip
     verify(local, version.tags, f"{name} version {version.version}")
     return local, version
 

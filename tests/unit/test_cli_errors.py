@@ -187,7 +187,7 @@ def test_a_missing_embedding_package_is_a_user_error(monkeypatch):
 @pytest.mark.parametrize(
     ("setting", "expected"),
     [
-        ("data.min_chars=700", "data: min_chars (700) > max_chars (600): no prompt could pass both"),
+        ("data.min_chars=1700", "data: min_chars (1700) > max_chars (1500): no prompt could pass both"),
         ("train.rollout.importance_sampling.clip_min=5", "train.rollout.importance_sampling: clip_min (5.0) > clip_max (3.0)"),
     ],
 )

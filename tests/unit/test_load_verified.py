@@ -73,15 +73,18 @@ def test_a_logged_model_version_loads_in_a_fresh_process_with_only_the_documente
     (model / "MLmodel").write_text("flavors: {}\n")
     client.log_model_artifacts(logged.model_id, str(model))
     client.create_registered_model("m")
-    monkeypatch.setenv(
-        "MLFLOW_TRACKING_URI", uri
-    )  # registering checks a models:/ source against the global store, as groupwise's register does
-    made = client.create_model_version("m", f"models:/{logged.model_id}", tags=manifest_tags(manifest_of(model)), model_id=logged.model_id)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # registering resolves a models:/ source in the global store
+    made = client.create_model_version("m", f"models:/{logged.model_id}", model_id=logged.model_id)
+    stored = Path(mlflow.artifacts.download_artifacts(made.source, dst_path=str(tmp_path / "hashed")))
+    for key, value in manifest_tags(manifest_of(stored)).items():  # hashed from the store, as groupwise's register does
+        client.set_model_version_tag("m", made.version, key, value)
     assert made.source == f"models:/{logged.model_id}"
     client.set_registered_model_alias("m", "champion", made.version)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS, uri], cwd=tmp_path, env=env | {"PYTHONPATH": str(root)},
+    elsewhere = tmp_path / "elsewhere"  # not the store's folder: MLflow's default URI is a database in the working folder
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS, uri], cwd=elsewhere, env=env | {"PYTHONPATH": str(root)},
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("print('logged model code')")
