@@ -73,9 +73,9 @@ def test_a_logged_model_version_loads_in_a_fresh_process_with_only_the_documente
     (model / "MLmodel").write_text("flavors: {}\n")
     client.log_model_artifacts(logged.model_id, str(model))
     client.create_registered_model("m")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # registering resolves a models:/ source in the global store
-    made = client.create_model_version("m", f"models:/{logged.model_id}", model_id=logged.model_id)
-    stored = Path(mlflow.artifacts.download_artifacts(made.source, dst_path=str(tmp_path / "hashed")))
+    with model_registry._global_tracking_uri(uri):  # registering resolves a models:/ source in MLflow's global store
+        made = client.create_model_version("m", f"models:/{logged.model_id}", model_id=logged.model_id)
+        stored = Path(mlflow.artifacts.download_artifacts(made.source, dst_path=str(tmp_path / "hashed")))
     for key, value in manifest_tags(manifest_of(stored)).items():  # hashed from the store, as groupwise's register does
         client.set_model_version_tag("m", made.version, key, value)
     assert made.source == f"models:/{logged.model_id}"
