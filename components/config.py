@@ -869,14 +869,24 @@ ENGINE_KNOBS: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {
 }
 
 
+def _section_type(path: tuple) -> type[BaseModel] | None:
+    """The typed section (a `_Section` class) at `path` of `Params` (`Optional` unwrapped); None where
+    the path leaves the sections (an unknown key, a plain value, a dict such as reward.weights)."""
+    section: type[BaseModel] | None = Params
+    for key in path:
+        field = section.model_fields.get(str(key)) if section is not None else None
+        if field is None:
+            return None
+        candidates = (field.annotation, *get_args(field.annotation))
+        section = next((a for a in candidates if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return section
+
+
 def _without_defaults(path: tuple[str, ...], value: Any) -> Any:
     """`value` of the section at `path` (formerly null by default) as `exclude_defaults` dumps a set
     section: only its fields that differ from the section type's own defaults."""
-    section: Any = Params
-    for key in path:
-        annotation = section.model_fields[key].annotation
-        section = next((a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), annotation)
-    if not isinstance(value, dict) or not (isinstance(section, type) and issubclass(section, BaseModel)):
+    section = _section_type(path)
+    if not isinstance(value, dict) or section is None:
         return value
     defaults = section().model_dump(mode="json")
     return {key: item for key, item in value.items() if defaults.get(key, object()) != item}
@@ -1006,14 +1016,7 @@ def _suggestion(loc: tuple) -> str:
     """ "; did you mean train.lr?": the closest known keys of the section holding `loc` (and TRL's names)."""
     import difflib
 
-    section: Any = Params
-    for key in loc[:-1]:
-        field = section.model_fields.get(str(key)) if isinstance(section, type) and issubclass(section, BaseModel) else None
-        if field is None:
-            return ""
-        section = next(
-            (a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type) and issubclass(a, BaseModel)), None
-        )
+    section = _section_type(loc[:-1])
     if section is None:
         return ""
     prefix = ".".join(str(k) for k in loc[:-1])
