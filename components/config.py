@@ -57,6 +57,7 @@ class PathsConfig(_Section):
     registry: Path = Path("data/registry")
     exports: Path = Path("data/exports")  # `groupwise serve` keeps its merged exports here
     benchmarks: Path = Path("data/benchmarks")  # decision benchmarks' data (`groupwise prepare-benchmarks`)
+    logs: Path = Field(Path("data/logs"), description="the generation engines' own logs (engines.log), kept off the console")
     base_outputs: Path | None = Field(
         Path("data/base-outputs"),
         description="the base model's evaluation outputs kept between evaluations with the same base, prompts, sampling, "
@@ -600,6 +601,11 @@ class TrackingConfig(_Section):
         30.0, gt=0,
         description="how long a step waits, in all, for a tracking server to accept connections before it stops in one "
         "line naming the URI (checked once, before any work; MLflow's own retry schedule would wait minutes)",
+    )  # fmt: skip
+    outage_seconds: float = Field(
+        600.0, ge=0,
+        description="a tracking server that goes away during training: how long the finished step waits for it to "
+        "come back and take the records kept meanwhile, before it stops in one line",
     )  # fmt: skip
 
 

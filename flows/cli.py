@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from components.contracts.errors import UserError
+from components.contracts.errors import Preempted, UserError
 
 app = typer.Typer(
     help="groupwise: group-relative RL for consistent and diverse LLMs.",
@@ -42,6 +42,13 @@ def _options(
     _DEBUG["on"] = debug
 
 
+RESUME_HINT = {  # how a command stopped by a signal continues
+    "train": "continue: the same command with --resume",
+    "retrain": "continue: the same command with --resume",
+    "study": "continue: the same command (a study resumes its arm)",
+}
+
+
 @contextmanager
 def _reported(command: str):
     """Errors the user can act on (`UserError`: bad params, data, paths, names; a missing file, model,
@@ -55,6 +62,9 @@ def _reported(command: str):
             raise
         err.print(f"[bold red]groupwise {command} failed:[/] {escape(str(exc))}")
         raise typer.Exit(code=2) from exc
+    except Preempted as exc:  # a stop signal during training: the state is saved, the run KILLED
+        err.print(f"[bold yellow]groupwise {command} stopped:[/] {escape(str(exc))}; {RESUME_HINT.get(command, RESUME_HINT['train'])}")
+        raise typer.Exit(code=exc.exit_code) from exc
 
 
 def _command(name: str):
@@ -205,13 +215,18 @@ def study(
 
 
 @_command("retrain")
-def retrain(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[list[str]] = SetOpt) -> None:
+def retrain(
+    params: Path = ParamsOpt,
+    profile: Optional[str] = ProfileOpt,
+    sets: Optional[list[str]] = SetOpt,
+    resume: bool = typer.Option(False, "--resume", help="training continues from the state a stopped run saved"),
+) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
     from flows.retrain import retrain as retrain_flow
 
     resolved = _resolved_params(params, profile, sets)
     started = time.perf_counter()
-    summary = retrain_flow(str(params), profile, list(sets or []))
+    summary = retrain_flow(str(params), profile, list(sets or []), resume)
     table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
     for column in ("step", "MLflow run", "result"):
         table.add_column(column, overflow="fold")

@@ -123,9 +123,9 @@ def metrics_rows(summary: EvaluationSummary) -> list[dict]:
     return rows
 
 
-def _run(step_task, params: Params, parent: str):
+def _run(step_task, params: Params, parent: str, **options):
     configured = step_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
-    return configured(params, parent)
+    return configured(params, parent, **options)
 
 
 def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[StepResult, bool]:
@@ -143,9 +143,12 @@ def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[Step
 
 
 @flow(name="retrain", log_prints=True)
-def retrain(params_path: str = "params.yaml", profile: str | None = None, overrides: list[str] | None = None) -> RetrainSummary:
+def retrain(
+    params_path: str = "params.yaml", profile: str | None = None, overrides: list[str] | None = None, resume: bool = False
+) -> RetrainSummary:
     """Every step in order; `overrides` are `-S` assignments ("train.lr=5e-5"), applied over the profile
-    (a deployment's parameter: a scheduled or triggered run can vary a knob)."""
+    (a deployment's parameter: a scheduled or triggered run can vary a knob). `resume`: training continues
+    from the state a stopped run saved (`groupwise retrain --resume` after a SIGTERM)."""
     params: Params = load_params(Path(params_path), profile)
     if overrides:
         params = with_overrides(params, assignments_to_overrides(list(overrides)))
@@ -169,7 +172,7 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None, overri
             report = params.paths.validation / "report.json"
             if report.is_file():
                 create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
-        record(_run(train_task, params, parent))
+        record(_run(train_task, params, parent, resume=resume))
         evaluated = _run(evaluate_task, params, parent)
         record(evaluated)
         create_markdown_artifact(
@@ -184,8 +187,8 @@ def retrain(params_path: str = "params.yaml", profile: str | None = None, overri
             key="gate-verdicts",
             description=f"gates {'passed' if registered.metrics['passed'] else 'failed'}",
         )
-    except BaseException:
-        close_parent_task(parent, "FAILED")
+    except BaseException as exc:
+        close_parent_task(parent, runs.stopped_status(exc))
         raise
     close_parent_task(parent, "FINISHED")
     create_markdown_artifact(summary.markdown(), key="retrain-summary", description="groupwise retrain")

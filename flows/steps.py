@@ -8,7 +8,10 @@ from the paths in params.yaml, writes its outputs there, and logs an MLflow run 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from components.config import Params, ParamsError
@@ -74,9 +77,10 @@ def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
         try:
             report = validate_groups(params.paths.groups, params.data, report_path, tokenizer)
         finally:
-            runs.log_artifacts([report_path], "validation")
+            runs.log_artifacts([report_path], "validation")  # the Data Docs (~4 MB of HTML) stay on disk
         runs.log_metrics({"validation.success": 1.0})
-    return StepResult("validate", run_id, {"report": str(report_path)}, {"success": report.success}, "all rules passed")
+    outputs = {"report": str(report_path), "data_docs": str(report.data_docs)}
+    return StepResult("validate", run_id, outputs, {"success": report.success}, "all rules passed")
 
 
 def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -119,6 +123,31 @@ def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> Step
     return StepResult("prepare-benchmarks", run_id, outputs, {}, summary)
 
 
+def _engine_log(params: Params) -> None:
+    """vLLM's own log lines go to <paths.logs>/engines.log, not the console; said once per process and file."""
+    from components.generation.vllm_process import log_engines_to
+
+    path = params.paths.logs / "engines.log"
+    if log_engines_to(path):
+        print(f"[engines] vLLM's own log: {path}")
+
+
+@contextmanager
+def _resume_hint(state_dir: Path) -> Iterator[None]:
+    """A full disk or a dead rollout engine during training: the one-line error also says where
+    training can resume from (the last `train.save_every` state)."""
+    from components.contracts.atomic import DiskFullError
+    from components.contracts.checkpoint import latest_train_state
+    from components.generation.vllm_process import EngineProcessError
+
+    try:
+        yield
+    except (DiskFullError, EngineProcessError) as exc:
+        saved = latest_train_state(state_dir)
+        hint = f"training resumes from {saved} with --resume" if saved else "no resumable state was saved: train again"
+        raise type(exc)(f"{exc}; {hint}") from exc
+
+
 def train(params: Params, parent_run_id: str | None = None, resume: bool = False) -> StepResult:
     """GRPO with LoRA on the train split; the adapter checkpoint is written atomically.
 
@@ -131,6 +160,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names
     from components.plugins import check_registered_names
+    from components.tracking.outbox import Outbox
     from components.validation.precondition import ensure_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
@@ -144,27 +174,30 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     if not groups:
         raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
+    _engine_log(params)
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
         result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
         return StepResult("train", "", {"checkpoint": str(checkpoint)}, result.final, f"rank {ctx.rank} done")
-    with runs.step_run(params.tracking, "train", section, parent_run_id) as run_id:
-        runs.set_tags({"train.world_size": ctx.world_size, "train.resumed": resume})
+    with runs.step_run(params.tracking, "train", section, parent_run_id) as run_id, _resume_hint(state_dir):
+        outbox = Outbox(params.tracking.uri, run_id)  # a tracking server restarted meanwhile loses nothing
+        outbox.tags({"train.world_size": ctx.world_size, "train.resumed": resume})
         result = run_training(
             params,
             groups,
             params.paths.base_model,
             checkpoint,
-            on_step=lambda step, metrics: runs.log_metrics(with_trl_names(metrics), step=step, prefix="train."),
-            on_rollouts=lambda step, rows: runs.log_table(rows, f"rollouts/step_{step:05d}.json"),
+            on_step=lambda step, metrics: outbox.metrics(with_trl_names(metrics), step=step, prefix="train."),
+            on_rollouts=lambda step, rows: outbox.table(rows, f"rollouts/step_{step:05d}.json"),
             resume=resume,
             state_dir=state_dir,
             ctx=ctx,
         )
         # the adapter too: a refused adapter stays inspectable after `latest` is overwritten
-        runs.log_artifacts([checkpoint / LOG_FILE, checkpoint / STATE_FILE, checkpoint / ADAPTER_DIR], "train")
-        runs.log_metrics({"train.seconds": result.seconds, "train.samples": result.samples})
+        outbox.artifacts([checkpoint / LOG_FILE, checkpoint / STATE_FILE, checkpoint / ADAPTER_DIR], "train")
+        outbox.metrics({"train.seconds": result.seconds, "train.samples": result.samples})
         if result.resumed_from:
-            runs.set_tags({"train.resumed_from_step": result.resumed_from})
+            outbox.tags({"train.resumed_from_step": result.resumed_from})
+        outbox.close(params.tracking.outage_seconds)
     final = result.final
     resumed = f" (resumed after step {result.resumed_from})" if result.resumed_from else ""
     summary = (
@@ -179,6 +212,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.evaluation.run import evaluate_and_report, prepare_evaluation
 
     evaluated = prepare_evaluation(params)  # checks, and the hashes of what will be read, before anything is loaded
+    _engine_log(params)
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         result = evaluate_and_report(params, evaluated)
         runs.log_metrics(result.summary.to_dict(), prefix="eval.")

@@ -285,8 +285,8 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
             _write_results(params, record, out)
         if curve_pending(params, study, name):
             learning_curve(params, study, name, arm_run)
-    except BaseException:
-        runs.end_parent_run(arm_run, "FAILED")
+    except BaseException as exc:
+        runs.end_parent_run(arm_run, runs.stopped_status(exc))
         raise
     runs.end_parent_run(arm_run, "FINISHED")
     return record
@@ -413,8 +413,8 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
         path = write_study_report(chosen_study)
         runs.log_files_to(parent, report_files(chosen_study), "study")  # the report on the study's MLflow run
         runs.end_parent_run(parent, "FINISHED")
-    except BaseException:
-        runs.end_parent_run(parent, "FAILED")
+    except BaseException as exc:
+        runs.end_parent_run(parent, runs.stopped_status(exc))
         raise
     print(f"[study] {path}")
     return path

@@ -331,8 +331,8 @@ def submit_study(
         path = write_study_report(chosen)
         runs.log_files_to(parent, report_files(chosen), "study")
         runs.end_parent_run(parent, "FAILED" if failed else "FINISHED")
-    except BaseException:
-        runs.end_parent_run(parent, "FAILED")
+    except BaseException as exc:
+        runs.end_parent_run(parent, runs.stopped_status(exc))
         raise
     missing = [a for a in picked if a not in failed and a in pending_arms(params, chosen, [a])]
     if missing:

@@ -12,12 +12,15 @@
   the swap itself fails, the new folder is kept and the error (`SwapError`) names where it is. The
   temporary folder's name carries its writer's pid (`.<name>-tmp-<pid>-…`): one left by a writer that
   was killed (`kill -9` runs no cleanup) is removed by the next write of the same folder.
+- A full disk (ENOSPC, EDQUOT) while writing is `DiskFullError`: one line naming the path and the
+  space left; the temporary file or folder is removed and the previous version is untouched.
 
 Standard library only: every layer may use it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -36,13 +39,23 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Call `write(tmp)` on a temporary file next to `path`, then rename it onto `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        if _full(exc):
+            raise _disk_full(path, exc) from exc
+        raise
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         write(tmp)
         tmp.chmod(FILE_MODE)
         os.replace(tmp, path)
+    except Exception as exc:
+        if _full(exc):
+            tmp.unlink(missing_ok=True)
+            raise _disk_full(path, exc) from exc
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -60,6 +73,26 @@ def atomic_write_json(path: Path, payload: Any) -> Path:
 
 class SwapError(UserError, OSError):
     """A finished folder could not be swapped in; it is kept, and the message says where."""
+
+
+class DiskFullError(UserError, OSError):
+    """No space left (or the quota reached) while writing a file or folder; the previous version is untouched."""
+
+
+def _full(exc: BaseException) -> bool:
+    """ENOSPC or EDQUOT, raised as OSError or as a library's own error (safetensors: "os error 28")."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def _disk_full(path: Path, exc: BaseException) -> DiskFullError:
+    free = shutil.disk_usage(path.parent).free if path.parent.exists() else 0
+    return DiskFullError(
+        f"{path}: no space left on its disk while writing it ({free / 2**20:.1f} MiB free now); nothing of the new "
+        f"version was kept and the previous one is unchanged; free space and run the command again"
+    )
 
 
 def _aside(out_dir: Path) -> Path:
@@ -98,12 +131,19 @@ def atomic_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(out_dir)
     _remove_orphans(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-{os.getpid()}-", dir=out_dir.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-tmp-{os.getpid()}-", dir=out_dir.parent))
+    except OSError as exc:
+        if _full(exc):
+            raise _disk_full(given, exc) from exc
+        raise
     try:
         write(tmp)
         tmp.chmod(DIR_MODE)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if _full(exc):
+            raise _disk_full(given, exc) from exc
         raise
     try:
         _swap(tmp, out_dir)
@@ -149,4 +189,14 @@ def _swap(tmp: Path, out_dir: Path) -> None:
         _remove(old)
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "SwapError", "atomic_dir", "atomic_write", "atomic_write_json", "atomic_write_text", "recover_dir"]
+__all__ = [
+    "DIR_MODE",
+    "DiskFullError",
+    "FILE_MODE",
+    "SwapError",
+    "atomic_dir",
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "recover_dir",
+]

@@ -198,8 +198,10 @@ def render_html(
     decision: GateDecision | None = None,
     samples: pd.DataFrame | None = None,
     verdict_note: str = "",
+    data_docs: str | None = None,
 ) -> str:
-    """The whole report page as one string (call after the plots are written)."""
+    """The whole report page as one string (call after the plots are written); `data_docs`: a link
+    to GX's Data Docs of the validated groups."""
     c, d = summary.consistency, summary.diversity
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>groupwise evaluation</title>",
@@ -207,6 +209,8 @@ def render_html(
         "<h1>groupwise evaluation: base vs tuned</h1>",
         render_verdict(decision, verdict_note),
     ]
+    if data_docs:
+        parts.append(f'<p>Data validation: <a href="{html.escape(data_docs)}">Great Expectations Data Docs</a> of the groups evaluated</p>')
     if summary.engine is not None and summary.engine.fallback:
         parts.append(f'<p class="warning">{html.escape(engine_line.replace("**", ""))}</p>')
     elif engine_line:

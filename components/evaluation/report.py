@@ -19,6 +19,7 @@ base-vs-tuned rows alone (metric, delta, CI, q-value), the table behind DVC's `m
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -375,6 +376,13 @@ def statistics_payload(comparisons: list[Comparison], settings: dict) -> dict:
     return {"settings": settings, **families}
 
 
+def _relative_link(target: Path | None, folder: Path) -> str | None:
+    """`target` as a link from a page in `folder` (None when it does not exist)."""
+    if target is None or not Path(target).is_file():
+        return None
+    return os.path.relpath(Path(target).resolve(), Path(folder).resolve())
+
+
 def write_report(
     out_dir: Path,
     consistency: pd.DataFrame,
@@ -388,12 +396,14 @@ def write_report(
     verdict_note: str = "",
     decisions: pd.DataFrame | None = None,
     effects: pd.DataFrame | None = None,
+    data_docs: Path | None = None,
 ) -> ReportFiles:
     """Write the evaluation report into `out_dir` (created if missing); returns the paths. `metrics`:
     the summary (or its dict, validated first); metrics.json is written last, by `write_summary`.
     `decision` (the gates' verdict) and `samples` (one row per answer) feed report.html's verdict and
     answer viewer; `decisions` (one row per benchmark prompt, both models' log-odds) and `effects`
-    (per-question demographic effects) are the decision benchmarks' tables."""
+    (per-question demographic effects) are the decision benchmarks' tables; `data_docs`: GX's Data Docs
+    page of the validated groups, linked from report.html."""
     summary = as_summary(metrics)
     comparisons = comparisons or []
     out_dir = Path(out_dir)
@@ -446,7 +456,7 @@ def write_report(
     _atomic_write(files.summary, lambda p: p.write_text(markdown))
     html = render_html(
         summary, comparisons, consistency, diversity, files.plots(), engine_banner(summary), generation or {},
-        decision, samples, verdict_note,
+        decision, samples, verdict_note, _relative_link(data_docs, out_dir),
     )  # fmt: skip
     _atomic_write(files.html, lambda p: p.write_text(html, encoding="utf-8"))
     write_summary(files.metrics, summary)

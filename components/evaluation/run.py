@@ -61,6 +61,7 @@ from components.generation.sampling import SamplingConfig
 from components.models.provision import ModelProvisionError, verified_base_model
 from components.release.gate import evaluate_gates
 from components.rewards.entropy import response_entropy, words
+from components.validation.suite import DATA_DOCS_DIR
 
 
 @dataclass
@@ -552,6 +553,7 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     files = write_report(
         out, frames.consistency, frames.diversity, summary, comparisons, settings, frames.generation,
         decision, frames.samples, note, decisions_frame(frames.decisions), fairness.effects,
+        data_docs=params.paths.validation / DATA_DOCS_DIR / "index.html",
     )  # fmt: skip
     samples = out / "samples.csv"
     frames.samples.to_csv(samples, index=False)

@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 import traceback
 import weakref
+from pathlib import Path
 from typing import Any
 
 from components.contracts.errors import UserError
@@ -34,6 +39,16 @@ POLL_S = 1.0  # how often a waiting parent checks that the child is still alive
 
 class EngineProcessError(UserError, RuntimeError):
     """The child could not start its engine, or failed or died while generating."""
+
+
+def death_cause(exitcode: int | None) -> str:
+    """What a child's exit code says about its death, for the one-line error."""
+    if exitcode is None or exitcode >= 0:
+        return f"it exited by itself (code {exitcode}); its log is above"
+    name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
+    if -exitcode == signal.SIGKILL:
+        return f"killed by {name}, which is what the kernel's OOM killer sends when memory runs out (`dmesg | grep -i oom`), or kill -9"
+    return f"killed by {name}"
 
 
 def _samples(index: int, output) -> list[Sample]:
@@ -133,8 +148,46 @@ def _failure(exc: BaseException) -> tuple[str, str]:
     return "error", f"{type(exc).__name__}: {exc}"
 
 
-def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any]) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """In the child: a daemon thread that ends it once its parent (pid `parent`) is gone, killed by a
+    signal, even SIGKILL: an orphaned engine would finish its call for no one, holding its memory (and
+    a GPU). A parent gone before the watch starts ends the child at once."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="groupwise-vllm-parent-watch", daemon=True).start()
+
+
+_LOG: dict[str, Path | None] = {"path": None}
+
+
+def log_engines_to(path: Path | None) -> bool:
+    """Engines started from now on write vLLM's log (its stdout: INFO and WARNING lines) to `path`,
+    appended, instead of the console; their progress bars and errors stay on stderr. None: the
+    console. True when this changed the setting (the caller says where the log is, once)."""
+    changed = _LOG["path"] != path
+    _LOG["path"] = path
+    return changed
+
+
+def _to_log(path: Path) -> None:
+    """In the child: file descriptor 1 (vLLM's logger, and anything else printed) appended to `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.close(fd)
+    print(f"==== vLLM engine, pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')} ====", flush=True)
+
+
+def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int, log: Path | None = None) -> None:
     """Child main loop: start the LLM, then answer `_CALLS` messages until `close` or EOF."""
+    _exit_with_parent(parent)
+    if log is not None:
+        _to_log(log)
     os.environ.update(env)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
@@ -190,7 +243,7 @@ class VllmProcess:
 
     def __init__(self, llm_kwargs: dict[str, Any], env: dict[str, str]):
         self._conn, child = _SPAWN.Pipe()
-        self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs), name="groupwise-vllm")
+        self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs, os.getpid(), _LOG["path"]), name="groupwise-vllm")
         self._process.start()
         child.close()
         self._broken = False
@@ -210,7 +263,9 @@ class VllmProcess:
             self._broken = False  # the answer to the last message is read: back in step
         except (EOFError, OSError):  # a killed child resets the connection
             self._process.join(5)
-            raise EngineProcessError(f"the vLLM engine process died (exit code {self._process.exitcode})") from None
+            raise EngineProcessError(
+                f"the vLLM engine process died (exit code {self._process.exitcode}): {death_cause(self._process.exitcode)}"
+            ) from None
         if status == "error":
             raise EngineProcessError(payload)
         return payload

@@ -113,8 +113,11 @@ def _unflatten(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
     return obj
 
 
-def save_train_state(state_root: Path, step: int, model, optimizer, scheduler, progress: dict[str, Any]) -> Path:
-    """Write `state_root/step-NNNNNN` atomically, then drop older states (newest only)."""
+def save_train_state(
+    state_root: Path, step: int, model, optimizer, scheduler, progress: dict[str, Any], rng: dict[str, Any] | None = None
+) -> Path:
+    """Write `state_root/step-NNNNNN` atomically, then drop older states (newest only). `rng`: the RNG
+    state to restore on resume (default: the current one)."""
     state_root = Path(state_root)
     tensors: dict[str, torch.Tensor] = {}
     structure = {
@@ -126,7 +129,7 @@ def save_train_state(state_root: Path, step: int, model, optimizer, scheduler, p
         model.save_pretrained(tmp / ADAPTER_DIR, safe_serialization=True)
         save_file(tensors, str(tmp / OPTIMIZER_FILE))
         (tmp / OPTIMIZER_STRUCTURE_FILE).write_text(json.dumps(structure))
-        (tmp / RNG_FILE).write_text(json.dumps(rng_state()))
+        (tmp / RNG_FILE).write_text(json.dumps(rng or rng_state()))
         (tmp / PROGRESS_FILE).write_text(json.dumps({**progress, "step": step}, indent=1))
 
     out = atomic_dir(state_root / resume_state_name(step), write)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,17 +28,18 @@ import torch
 from tqdm.auto import tqdm
 
 from components.config import Params, ParamsError
-from components.contracts.checkpoint import CheckpointLayout
-from components.contracts.errors import UserError
+from components.contracts.checkpoint import CheckpointLayout, resume_state_name
+from components.contracts.errors import Preempted, UserError
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
 from components.generation.context import check_fits, context_length, longest_prompt_tokens
 from components.generation.sampling import SamplingConfig
 from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncertainty
-from components.grpo.checkpoint import latest_train_state, load_train_state, save_checkpoint, save_train_state
+from components.grpo.checkpoint import latest_train_state, load_train_state, rng_state, save_checkpoint, save_train_state
 from components.grpo.counterfactual import check_pairing_rewards, clp_update, pairing_term_loss
 from components.grpo.decisions import decision_spreads
 from components.grpo.distributed import DistContext, init_from_env
+from components.grpo.preemption import StopRequests
 from components.grpo.reference import Reference
 from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
@@ -262,6 +265,13 @@ def _final_state(params: Params, base_model_dir: Path, steps: int, samples: int,
     }
 
 
+def _stop_agreed(stops: StopRequests, ctx: DistContext) -> bool:
+    """Whether any process got a stop signal (every rank stops after the same step)."""
+    if not ctx.enabled:
+        return stops.held()
+    return bool(ctx.all_reduce_sum(torch.tensor([float(stops.held())], device=ctx.device)).item() > 0)
+
+
 def train(
     params: Params,
     groups: list[PromptGroup],
@@ -334,80 +344,101 @@ def train(
         samples, elapsed_before, start_step = progress["samples"], progress["seconds"], progress["step"] + 1
 
     started = time.perf_counter()
-    engine = open_rollout_engine(params, model, tokenizer, base_model_dir)
-    try:
-        bar = tqdm(
-            range(start_step, cfg.steps + 1),
-            desc="GRPO",
-            unit="step",
-            disable=not (show_progress and ctx.is_main),
-            initial=start_step - 1,
-            total=cfg.steps,
+    stops = StopRequests()  # SIGTERM/SIGINT: a resumable state, then Preempted (preemption.py)
+
+    def save_state(step: int, rng: dict | None = None) -> Path:
+        progress = {"fingerprint": fingerprint, "samples": samples, "seconds": elapsed_before + time.perf_counter() - started,
+                    "history": history}  # fmt: skip
+        return save_train_state(state_dir, step, model, optimizer, scheduler, progress, rng=rng)
+
+    def stop(step: int, rng: dict | None = None) -> Preempted:
+        """Save the state after `step` (rank 0) and say how to continue."""
+        saved = latest_train_state(state_dir)
+        if ctx.is_main and (saved is None or saved.name != resume_state_name(step)):
+            saved = save_state(step, rng)
+        ctx.barrier()
+        return Preempted(
+            f"stopped by {stops.name} after step {step} of {cfg.steps}; resumable state {saved}; continue with --resume",
+            stops.requested or signal.SIGTERM,
         )
-        for step in bar:
-            t0 = time.perf_counter()
-            sampling = SamplingConfig(
-                n=cfg.samples_per_prompt,
-                max_new_tokens=cfg.max_new_tokens,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
-                seed=params.seed * 100_003 + step * 101 + ctx.rank,
+
+    with stops:
+        engine = open_rollout_engine(params, model, tokenizer, base_model_dir)
+        try:
+            bar = tqdm(
+                range(start_step, cfg.steps + 1),
+                desc="GRPO",
+                unit="step",
+                disable=not (show_progress and ctx.is_main),
+                initial=start_step - 1,
+                total=cfg.steps,
             )
-            if cfg.objective == "counterfactual_logit_pairing":  # no rollouts: a loss on the decisions themselves
-                batch, t_gen, synced = None, 0.0, {}
-                update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg, reference)
-                metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
-            else:
-                shard, extra_loss = ctx.shard(schedule[step - 1]), None
-                if cfg.decision_pairing.weight > 0:  # the decision groups train by their log-odds, unsampled
-                    decided = [g for g in shard if is_decision(g)]
-                    shard = [g for g in shard if is_free_text(g)]
-                    extra_loss = pairing_term_loss(trainer_model, model, tokenizer, decided, cfg, reference, ctx.world_size)
-                synced = engine.sync(model, step)
-                batch = collect_rollouts(engine, shard, sampling, (model, tokenizer), cfg.generation_batch_size,
-                                         reference if anchored else None)  # fmt: skip
-                engine.release()
-                t_gen = time.perf_counter() - t0
-                model.train()
-                advantages, metrics, rewards = score_batch(batch, params, ctx)
-                update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id,
-                                       ctx, reference, extra_loss)  # fmt: skip
-            elapsed = time.perf_counter() - t0
-            samples += int(metrics["samples"])
-            metrics.update(update)
-            metrics.update(
-                step=float(step),
-                step_time_s=elapsed,
-                generation_time_s=t_gen,
-                samples_per_s=metrics["samples"] / elapsed,
-                tokens_per_s=metrics["tokens"] / elapsed,
-                **synced,
-            )
-            history.append(metrics)
-            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", kl=f"{metrics['kl']:.4f}")
-            if ctx.is_main:
-                if on_step is not None:
-                    on_step(step, metrics)
-                if on_rollouts is not None and batch is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
-                    on_rollouts(step, rollout_table(batch, rewards, advantages, step))
-                if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
-                    # an evaluable adapter of this step (learning curves), beside the final checkpoint
-                    seconds_so_far = elapsed_before + time.perf_counter() - started
-                    state = _final_state(
-                        params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size
-                    )
-                    save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
-                if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
-                    progress = {
-                        "fingerprint": fingerprint,
-                        "samples": samples,
-                        "seconds": elapsed_before + time.perf_counter() - started,
-                        "history": history,
-                    }
-                    save_train_state(state_dir, step, model, optimizer, scheduler, progress)
-            ctx.barrier()
-    finally:
-        engine.close()
+            for step in bar:
+                if _stop_agreed(stops, ctx):
+                    raise stop(step - 1)
+                t0 = time.perf_counter()
+                step_rng = rng_state()  # what a state saved before this step's update restores
+                sampling = SamplingConfig(
+                    n=cfg.samples_per_prompt,
+                    max_new_tokens=cfg.max_new_tokens,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    seed=params.seed * 100_003 + step * 101 + ctx.rank,
+                )
+                batch, t_gen, synced, extra_loss = None, 0.0, {}, None
+                if cfg.objective != "counterfactual_logit_pairing":
+                    # nothing here changes the weights: one process stops here at once, keeping the step's start
+                    with stops.abortable() if not ctx.enabled else nullcontext():
+                        shard = ctx.shard(schedule[step - 1])
+                        if cfg.decision_pairing.weight > 0:  # the decision groups train by their log-odds, unsampled
+                            decided = [g for g in shard if is_decision(g)]
+                            shard = [g for g in shard if is_free_text(g)]
+                            extra_loss = pairing_term_loss(trainer_model, model, tokenizer, decided, cfg, reference, ctx.world_size)
+                        synced = engine.sync(model, step)
+                        batch = collect_rollouts(engine, shard, sampling, (model, tokenizer), cfg.generation_batch_size,
+                                                 reference if anchored else None)  # fmt: skip
+                        engine.release()
+                        t_gen = time.perf_counter() - t0
+                        model.train()
+                        advantages, metrics, rewards = score_batch(batch, params, ctx)
+                    if stops.held() and not ctx.enabled:
+                        raise stop(step - 1, step_rng)
+                if cfg.objective == "counterfactual_logit_pairing":  # no rollouts: a loss on the decisions themselves
+                    update = clp_update(model, optimizer, scheduler, ctx.shard(schedule[step - 1]), tokenizer, cfg, reference)
+                    metrics = {k: update.pop(k) for k in ("reward_mean", "samples", "decision/spread_mean", "decision/logodds_mean")}
+                else:
+                    update = policy_update(model, trainer_model, optimizer, scheduler, batch, advantages, cfg, tokenizer.pad_token_id,
+                                           ctx, reference, extra_loss)  # fmt: skip
+                elapsed = time.perf_counter() - t0
+                samples += int(metrics["samples"])
+                metrics.update(update)
+                metrics.update(
+                    step=float(step),
+                    step_time_s=elapsed,
+                    generation_time_s=t_gen,
+                    samples_per_s=metrics["samples"] / elapsed,
+                    tokens_per_s=metrics["tokens"] / elapsed,
+                    **synced,
+                )
+                history.append(metrics)
+                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", kl=f"{metrics['kl']:.4f}")
+                if ctx.is_main:
+                    if on_step is not None:
+                        on_step(step, metrics)
+                    if on_rollouts is not None and batch is not None and cfg.log_rollouts_every and step % cfg.log_rollouts_every == 0:
+                        on_rollouts(step, rollout_table(batch, rewards, advantages, step))
+                    if cfg.snapshot_every and step % cfg.snapshot_every == 0 and step < cfg.steps:
+                        # an evaluable adapter of this step (learning curves), beside the final checkpoint
+                        seconds_so_far = elapsed_before + time.perf_counter() - started
+                        state = _final_state(
+                            params, base_model_dir, step, samples, seconds_so_far, start_step, fingerprint, history, ctx.world_size
+                        )
+                        save_checkpoint(snapshot_dir(checkpoint_dir, step), model, state, history)
+                    if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+                        save_state(step)
+                ctx.barrier()
+        finally:
+            engine.close()
 
     seconds = elapsed_before + time.perf_counter() - started
     if ctx.is_main:
@@ -419,4 +450,6 @@ def train(
         )
         shutil.rmtree(state_dir, ignore_errors=True)  # the run is complete: nothing left to resume
     ctx.barrier()
+    if stops.held():  # came while the engine closed: the run is complete, what follows it is not started
+        raise Preempted(f"stopped by {stops.name} after the last step; the checkpoint {checkpoint_dir} is complete", stops.requested)
     return TrainResult(checkpoint_dir, cfg.steps, samples, seconds, history, resumed_from=start_step - 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from components.config import TrackingConfig
-from components.contracts.errors import UserError
+from components.contracts.errors import Preempted, UserError
 
 OWNER_HOST, OWNER_PID = "groupwise.host", "groupwise.pid"
 _CLEANED: set[tuple[str, str]] = set()  # (tracking URI, experiment id) whose orphans this process closed
@@ -261,18 +261,27 @@ def step_run(
             flat = {k: (str(v) if v is not None else "null") for k, v in flatten(params).items()}
             for start in range(0, len(flat), 90):
                 mlflow.log_params(dict(list(flat.items())[start : start + 90]))
-        yield run.info.run_id
+        try:
+            yield run.info.run_id
+        except (Preempted, KeyboardInterrupt):  # stopped, not failed: KILLED, as MLflow's UI shows a cancelled run
+            mlflow.end_run("KILLED")
+            raise
+
+
+def metric_numbers(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every finite number of a (nested) mapping, by its flattened name (dots, `prefix` first)."""
+    return {
+        f"{prefix}{k}".replace("/", "."): float(v)
+        for k, v in flatten(metrics).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
 
 
 def log_metrics(metrics: Mapping[str, Any], step: int | None = None, prefix: str = "") -> None:
     """Log every finite number of a (nested) mapping; names are flattened with dots."""
     import mlflow
 
-    numbers = {
-        f"{prefix}{k}".replace("/", "."): float(v)
-        for k, v in flatten(metrics).items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
-    }
+    numbers = metric_numbers(metrics, prefix)
     if numbers:
         mlflow.log_metrics(numbers, step=step)
 
@@ -313,6 +322,11 @@ def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str] | N
     extra = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
     run = client.create_run(experiment_id, run_name=name, tags={"groupwise.pipeline": name, **_owner_tags(), **extra, **(tags or {})})
     return run.info.run_id
+
+
+def stopped_status(exc: BaseException) -> str:
+    """The status of a run ended by `exc`: KILLED for a stop signal (`Preempted`, Ctrl-C), else FAILED."""
+    return "KILLED" if isinstance(exc, (Preempted, KeyboardInterrupt)) else "FAILED"
 
 
 def end_parent_run(run_id: str, status: str = "FINISHED") -> None:

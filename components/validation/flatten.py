@@ -15,8 +15,14 @@ Tables (one pandas DataFrame each, default RangeIndex):
   ``group_id``, ``variant_id``, ``type_problems`` (`MEMBER_FIELD_TYPES`), ``text_chars`` and
   computed columns.
 
-Computed columns are null where a check does not apply (e.g. ``consistency_*`` on diversity rows),
-so that GX's column expectations skip them.
+GX's native expectations read the raw string columns (lengths of ``text_stripped``, patterns in
+``strings`` (every string of a row, one per line), ``group_id``, ``domain``, ``variant_id`` and
+``text``, uniqueness, value sets, ``known_task`` = ``file_task``). Computed columns stand where GX
+has none: counts inside a JSON value (``n_members``, ``consistency_*``, ``diversity_*``), schema
+problems (``type_problems``, ``unknown_fields``) and checks across rows (``n_splits_for_*``). They are
+null where a check does not apply (e.g. ``consistency_*`` on diversity rows), so GX skips them. List
+columns such as ``control_chars``, ``empty_ids`` and ``special_tokens`` only say what an offending row
+holds, in the error message.
 """
 
 from __future__ import annotations
@@ -119,6 +125,11 @@ def control_characters(*texts: Any) -> list[str]:
     return [f"U+{ord(c):04X}" for c in sorted(found)]
 
 
+def strings(*values: Any) -> str:
+    """The string values among `values`, one per line: the column the control-character pattern reads."""
+    return "\n".join(v for v in values if isinstance(v, str))
+
+
 def empty_ids(row: dict[str, Any], fields: tuple[str, ...]) -> list[str]:
     """Names of the id fields that are strings but empty or blank."""
     return [name for name in fields if isinstance(row.get(name), str) and not row[name].strip()]
@@ -192,17 +203,17 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     for name in ("group_id", "domain", "task", "split"):
         record[name] = _str_or_none(row.get(name))
     record["empty_ids"] = empty_ids(row, ("group_id", "domain"))
-    record["n_empty_ids"] = len(record["empty_ids"]) if parsed else None
     listed = row.get("valid_answers") if isinstance(row.get("valid_answers"), list) else []
-    record["control_chars"] = control_characters(row.get("group_id"), row.get("domain"), row.get("answer_normalizer"), *listed)
-    record["n_control_chars"] = len(record["control_chars"]) if parsed else None
+    checked = (row.get("group_id"), row.get("domain"), row.get("answer_normalizer"), *listed)
+    record["strings"] = strings(*checked) if parsed else None
+    record["control_chars"] = control_characters(*checked)
     unknown = sorted(set(row) - set(GROUP_FIELDS))
     record["unknown_fields"] = unknown
     record["n_unknown_fields"] = len(unknown) if parsed else None
     members = row.get("members")
     record["n_members"] = len(members) if isinstance(members, list) else None
-    stem = Path(file).stem
-    record["task_matches_file"] = (record["task"] == stem) if record["task"] in TASKS else None
+    record["known_task"] = record["task"] if record["task"] in TASKS else None
+    record["file_task"] = Path(file).stem  # the task its file holds (consistency.jsonl, diversity.jsonl)
     is_consistency = record["task"] == "consistency"
     is_diversity = record["task"] == "diversity"
     record["consistency_n_members"] = len(members) if is_consistency and isinstance(members, list) else None
@@ -265,18 +276,18 @@ def _member_records(group: dict[str, Any], row: dict[str, Any] | None, tokenizer
         record["n_unknown_fields"] = len(unknown) if is_dict else None
         record["variant_id"] = _str_or_none(m.get("variant_id"))
         record["empty_ids"] = empty_ids(m, ("variant_id",))
-        record["n_empty_ids"] = len(record["empty_ids"]) if is_dict else None
         text = _str_or_none(m.get("text"))
         attributes = m.get("attributes") if isinstance(m.get("attributes"), dict) else {}
-        record["control_chars"] = control_characters(text, m.get("variant_id"), *attributes.keys(), *attributes.values())
-        record["n_control_chars"] = len(record["control_chars"]) if is_dict else None
+        checked = (text, m.get("variant_id"), *attributes.keys(), *attributes.values())
+        record["strings"] = strings(*checked) if is_dict else None
+        record["control_chars"] = control_characters(*checked)
         record["text"] = text
+        record["text_stripped"] = text.strip() if text is not None else None
         record["text_chars"] = len(text.strip()) if text is not None else None
         # null without a tokenizer: GX skips the token rules (train/evaluate validate again with one)
         record["prompt_tokens"] = tokenizer.count(text) if tokenizer is not None and text is not None else None
         special = [t for t in tokenizer.special_tokens if t in text] if tokenizer is not None and text is not None else None
         record["special_tokens"] = special
-        record["n_special_tokens"] = len(special) if special is not None else None
         records.append(record)
     return records
 
@@ -298,8 +309,6 @@ def _frame(records: list[dict], int_columns: tuple[str, ...], columns: list[str]
 
 _GROUP_INTS = (
     "line",
-    "n_empty_ids",
-    "n_control_chars",
     "n_members",
     "diversity_n_duplicate_answers",
     "n_type_problems",
@@ -311,8 +320,7 @@ _GROUP_INTS = (
     "diversity_n_valid_answers",
 )
 _MEMBER_INTS = (
-    "line", "member_index", "n_type_problems", "text_chars", "n_unknown_fields", "n_empty_ids", "n_control_chars",
-    "prompt_tokens", "n_special_tokens",
+    "line", "member_index", "n_type_problems", "text_chars", "n_unknown_fields", "prompt_tokens",
 )  # fmt: skip
 
 

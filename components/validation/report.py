@@ -74,6 +74,7 @@ class ValidationReport:
     files: dict[str, dict[str, int]]  # file -> {"groups": n, "members": m}
     rules: list[RuleResult]
     settings: dict[str, Any] = field(default_factory=dict)
+    data_docs: str | None = None  # GX's Data Docs page of this and earlier runs (index.html)
     groups_sha256: str | None = None  # of the files validated: train/evaluate refuse other files
 
     @property

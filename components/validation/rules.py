@@ -2,11 +2,15 @@
 
 A `Check` is one GX expectation (class name + keyword arguments, so this module does not import
 GX) on one table of `flatten.GroupTables`, tagged with the rule it belongs to and the column whose
-value is shown for an offending row. `checks(data_cfg)` lists them all; `RULES` describes each rule.
+value is shown for an offending row. `checks(data_cfg, special_tokens)` lists them all; `RULES`
+describes each rule. GX's native expectation is used wherever one exists: value lengths, regex
+patterns, uniqueness, value sets, pair equality; a count column of `flatten` is checked only where
+GX has none (counts inside a JSON value, schema problems, checks across rows).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +21,8 @@ from components.data.normalizers import normalizer_names
 Table = Literal["files", "groups", "members"]
 
 MIN_CONSISTENCY_MEMBERS = 2  # a consistency group compares at least two variants
+CONTROL_PATTERN = r"[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # Unicode Cc but tab (\x09) and newline (\x0a): flatten.ALLOWED_CONTROL
+BLANK_PATTERN = r"^\s*$"  # empty, or spaces only
 
 RULES: dict[str, str] = {
     "file_has_groups": "each groups file exists and holds at least one group",
@@ -86,6 +92,10 @@ def _between(
     )
 
 
+def _not_matching(rule: str, table: Table, column: str, pattern: str, shows: str, label: str) -> Check:
+    return Check(rule, table, "ExpectColumnValuesToNotMatchRegex", {"column": column, "regex": pattern}, shows=shows, label=label)
+
+
 def _none_in_groups_or_members(rule: str, what: str, label: str) -> list[Check]:
     """The rule at both levels of a groups file: column `n_<what>` is 0 on every group row and on
     every member row (the offending values shown from column `<what>`)."""
@@ -103,8 +113,17 @@ def _in_set(rule: str, table: Table, column: str, values: list[Any], label: str)
     )
 
 
-def checks(data_cfg: DataConfig) -> list[Check]:
-    """Every check of every rule, with bounds from `data_cfg`."""
+def checks(data_cfg: DataConfig, special_tokens: tuple[str, ...] = ()) -> list[Check]:
+    """Every check of every rule, with bounds from `data_cfg`; `special_tokens`: the tokenizer's (none
+    without a tokenizer: the rule is judged when the model is prepared)."""
+    special = Check(
+        "no_special_tokens",
+        "members",
+        "ExpectColumnValuesToNotMatchRegexList",
+        {"column": "text", "regex_list": [re.escape(t) for t in special_tokens]},
+        shows="special_tokens",
+        label="special tokens",
+    )
     return [
         _between("file_has_groups", "files", "n_groups", 1, None, shows="status"),
         Check(
@@ -116,8 +135,11 @@ def checks(data_cfg: DataConfig) -> list[Check]:
         ),
         *_none_in_groups_or_members("required_fields_typed", "type_problems", "fields"),
         *_none_in_groups_or_members("no_unknown_fields", "unknown_fields", "unknown"),
-        *_none_in_groups_or_members("ids_not_empty", "empty_ids", "empty"),
-        *_none_in_groups_or_members("no_control_characters", "control_chars", "control"),
+        _not_matching("ids_not_empty", "groups", "group_id", BLANK_PATTERN, "empty_ids", "empty"),
+        _not_matching("ids_not_empty", "groups", "domain", BLANK_PATTERN, "empty_ids", "empty"),
+        _not_matching("ids_not_empty", "members", "variant_id", BLANK_PATTERN, "empty_ids", "empty"),
+        _not_matching("no_control_characters", "groups", "strings", CONTROL_PATTERN, "control_chars", "control"),
+        _not_matching("no_control_characters", "members", "strings", CONTROL_PATTERN, "control_chars", "control"),
         _between(
             "valid_answers_distinct",
             "groups",
@@ -129,23 +151,23 @@ def checks(data_cfg: DataConfig) -> list[Check]:
         ),
         _between("members_within_max", "groups", "n_members", None, data_cfg.max_variants_per_group, label="members"),
         _between("prompt_tokens_within_max", "members", "prompt_tokens", None, data_cfg.max_prompt_tokens, label="tokens"),
-        _between("no_special_tokens", "members", "n_special_tokens", 0, 0, shows="special_tokens", label="special tokens"),
+        *([special] if special_tokens else []),
         _in_set("task_is_known", "groups", "task", list(TASKS), "task"),
         Check(
             "task_matches_file",
             "groups",
-            "ExpectColumnValuesToBeInSet",
-            {"column": "task_matches_file", "value_set": [True]},
+            "ExpectColumnPairValuesToBeEqual",
+            {"column_A": "known_task", "column_B": "file_task", "ignore_row_if": "either_value_is_missing"},
             shows="task",
             label="task",
         ),
         _in_set("split_is_known", "groups", "split", list(SPLITS), "split"),
-        _between(
+        Check(
             "text_length_within_bounds",
             "members",
-            "text_chars",
-            data_cfg.min_chars,
-            data_cfg.max_chars,
+            "ExpectColumnValueLengthsToBeBetween",
+            {"column": "text_stripped", "min_value": data_cfg.min_chars, "max_value": data_cfg.max_chars},
+            shows="text_chars",
             label="chars",
         ),
         Check(

@@ -129,3 +129,76 @@ def test_sleep_mode_is_refused_where_the_platform_lacks_it(tiny_vllm_model_dir):
 
 if __name__ == "__main__":  # vLLM spawns its engine process: keep imports of this module side-effect free
     sys.exit(pytest.main([__file__]))
+
+
+def test_a_killed_rollout_engine_stops_train_in_one_line_and_training_resumes(tiny_vllm_model_dir, tmp_path, monkeypatch):
+    """The vLLM child killed with SIGKILL mid-run (as the OOM killer does): `train` stops with one line
+    naming the signal and where training resumes from, its MLflow run FAILED; `--resume` finishes it."""
+    import multiprocessing
+    import os
+    import signal
+
+    import mlflow
+
+    from components.config import load_params
+    from components.generation.vllm_process import EngineProcessError
+    from components.grpo import trainer as trainer_module
+    from flows import steps
+    from tests.conftest import make_project, seed_tiny_model
+
+    project = make_project(tmp_path / "p", "tiny")
+    seed_tiny_model(project, tiny_vllm_model_dir)
+    params = load_params(project / "params.yaml")
+    vllm_train = with_vllm_rollouts(params).train
+    params = params.model_copy(update={"train": vllm_train.model_copy(update={"steps": 4, "save_every": 1, "max_new_tokens": 12})})
+    steps.build(params)
+    steps.validate(params)
+    calls, real = [], trainer_module.collect_rollouts
+
+    def collect(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # step 3: the engine dies under the trainer
+            (child,) = [p for p in multiprocessing.active_children() if p.name == "groupwise-vllm"]
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "collect_rollouts", collect)
+    with pytest.raises(EngineProcessError) as died:
+        steps.train(params)
+    message = str(died.value)
+    assert "\n" not in message and "vLLM engine process died (exit code -9): killed by SIGKILL" in message
+    assert "OOM killer" in message and "training resumes from" in message and "step-000002 with --resume" in message
+    mlflow.set_tracking_uri(params.tracking.uri)
+    (run,) = mlflow.search_runs(experiment_names=[params.tracking.experiment], filter_string="run_name = 'train'", output_format="list")
+    assert run.info.status == "FAILED"
+    assert not [p for p in multiprocessing.active_children() if p.name == "groupwise-vllm"], "the dead engine's process was not reaped"
+
+    monkeypatch.setattr(trainer_module, "collect_rollouts", real)
+    result = steps.train(params, resume=True)
+    assert "resumed after step 2" in result.summary and (params.paths.checkpoints / "latest").is_dir()
+
+
+def test_the_engines_own_log_goes_to_its_file_and_not_to_the_console(tiny_vllm_model_dir, tmp_path, capfd):
+    """`log_engines_to` (what `train` and `evaluate` set to <paths.logs>/engines.log): vLLM's INFO lines
+    land in the file, appended per engine; the console keeps none of them."""
+    from components.config import VllmConfig
+    from components.generation.vllm_engine import VllmEngine
+    from components.generation.vllm_process import log_engines_to
+
+    log = tmp_path / "logs" / "engines.log"
+    assert log_engines_to(log) and not log_engines_to(log)  # changed once: said once
+    try:
+        for _ in range(2):
+            engine = VllmEngine(tiny_vllm_model_dir, VllmConfig(kv_cache_gb=1, max_model_len=256, max_num_seqs=8), "float32", 0)
+            try:
+                sampling = SamplingConfig(n=2, max_new_tokens=4, temperature=1.0, top_p=1.0, seed=1)
+                assert len(engine.generate(["Name a colour."], sampling)[0]) == 2
+            finally:
+                engine.close()
+    finally:
+        log_engines_to(None)
+    console = capfd.readouterr()
+    text = log.read_text()
+    assert text.count("==== vLLM engine, pid") == 2 and " INFO " in text
+    assert " INFO " not in console.out and " INFO " not in console.err, console.out[-2000:]

@@ -106,3 +106,16 @@ def test_the_viewer_shows_every_answer_with_its_entropy_escaped():
 
 def test_no_samples_no_viewer_rows():
     assert render_viewer(pd.DataFrame(), consistency_frame()) == "<p>No samples to show.</p>"
+
+
+def test_the_page_links_the_data_docs_of_the_validated_groups_when_they_exist(tmp_path):
+    consistency, diversity = consistency_frame(), diversity_frame()
+    summary = summarize(consistency, diversity, alpha=0.01)
+    docs = tmp_path / "validation" / "data_docs" / "index.html"
+    out = tmp_path / "reports"
+    files = write_report(out, consistency, diversity, summary, data_docs=docs)
+    assert "Data Docs" not in files.html.read_text()  # not built: no dead link
+    docs.parent.mkdir(parents=True)
+    docs.write_text("<html></html>")
+    files = write_report(out, consistency, diversity, summary, data_docs=docs)
+    assert '<a href="../validation/data_docs/index.html">Great Expectations Data Docs</a>' in files.html.read_text()

@@ -436,3 +436,56 @@ def test_token_rules_are_not_judged_without_a_tokenizer(built_rows: Rows, tmp_pa
     _save(rows, tmp_path)
     report = validate_groups(tmp_path, DATA_CFG, tmp_path / "report.json")  # passes: nothing counted them
     assert report.success and report.settings["tokenizer_sha256"] is None
+
+
+def test_rules_use_gx_native_expectations_where_gx_has_one() -> None:
+    """Lengths, patterns, uniqueness, sets and pair equality are GX's own expectations; a count column
+    checked with "between 0 and 0" or "to be null" is left only where GX has none."""
+    from components.validation.rules import checks
+
+    by_rule: dict[str, set[str]] = {}
+    for check in checks(DATA_CFG, ("<|im_start|>", "<|im_end|>")):
+        by_rule.setdefault(check.rule, set()).add(check.expectation)
+    native = {
+        "text_length_within_bounds": {"ExpectColumnValueLengthsToBeBetween"},
+        "ids_not_empty": {"ExpectColumnValuesToNotMatchRegex"},
+        "no_control_characters": {"ExpectColumnValuesToNotMatchRegex"},
+        "no_special_tokens": {"ExpectColumnValuesToNotMatchRegexList"},
+        "task_matches_file": {"ExpectColumnPairValuesToBeEqual"},
+        "group_id_unique": {"ExpectColumnValuesToBeUnique"},
+        "variant_id_unique_in_group": {"ExpectCompoundColumnsToBeUnique"},
+        "task_is_known": {"ExpectColumnValuesToBeInSet"},
+        "split_is_known": {"ExpectColumnValuesToBeInSet"},
+        "diversity_normalizer_registered": {"ExpectColumnValuesToBeInSet"},
+    }
+    for rule, expectations in native.items():
+        assert by_rule[rule] == expectations, rule
+    zero_counts = [c for c in checks(DATA_CFG) if c.kwargs.get("min_value") == 0 and c.kwargs.get("max_value") == 0]
+    assert {c.rule for c in zero_counts} == {"required_fields_typed", "no_unknown_fields", "valid_answers_distinct",
+                                             "consistency_covers_variant_axes", "consistency_differs_only_on_axes"}  # fmt: skip
+    assert "no_special_tokens" not in {c.rule for c in checks(DATA_CFG)}  # no tokenizer: judged once the model is prepared
+
+
+def test_each_run_goes_through_checkpoints_into_gx_data_docs(built_rows: Rows, tmp_path: Path, tokenizer: TokenizerInfo) -> None:
+    """Data Docs beside report.json, as GX users open them: the suites, and each run's results, a failing
+    one included (its expectation and column named in the page)."""
+    good = tmp_path / "good"
+    good.mkdir()
+    _save(built_rows, good)
+    report = validate_groups(good, DATA_CFG, good / "report.json", tokenizer)
+    index = good / "data_docs" / "index.html"
+    assert report.data_docs == str(index) and index.is_file()
+    assert json.loads((good / "report.json").read_text())["data_docs"] == str(index)
+    pages = sorted((good / "data_docs" / "validations").rglob("*.html"))
+    assert len(pages) == 3, pages  # one Checkpoint per table: files, groups, members
+
+    rows = copy.deepcopy(built_rows)
+    rows["consistency"][0]["members"][0]["text"] = "x" * (DATA_CFG.max_chars + 1)
+    _save(rows, good)
+    with pytest.raises(GroupValidationError, match="text_length_within_bounds"):
+        validate_groups(good, DATA_CFG, good / "report.json", tokenizer)
+    pages = sorted((good / "data_docs" / "validations").rglob("*.html"), key=lambda p: p.stat().st_mtime)
+    assert len(pages) == 6  # the failing run's pages beside the first run's
+    failing = [p.read_text() for p in pages[3:] if "text_stripped" in p.read_text()]
+    assert failing and "fail" in failing[0].lower()
+    assert "index.html" in {p.name for p in (good / "data_docs").iterdir()}
