@@ -211,6 +211,7 @@ def render_html(
     ]
     if data_docs:
         parts.append(f'<p>Data validation: <a href="{html.escape(data_docs)}">Great Expectations Data Docs</a> of the groups evaluated</p>')
+    parts += ["<h2>Plots</h2>", *(_image(p) for p in plots)]  # right after the verdict: what a reviewer looks at first
     if summary.engine is not None and summary.engine.fallback:
         parts.append(f'<p class="warning">{html.escape(engine_line.replace("**", ""))}</p>')
     elif engine_line:
@@ -286,8 +287,6 @@ def render_html(
             ],
             ["sig" if x.significant else "" for x in comparisons],
         ),
-        "<h2>Plots</h2>",
-        *(_image(p) for p in plots),
         render_viewer(samples, consistency) if samples is not None else "",
         "<h2>Per-group tables</h2>",
         '<details><summary>consistency groups</summary><div class="scroll">',

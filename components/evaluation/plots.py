@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from components.evaluation.metric_labels import Direction, label
 from components.evaluation.statistics import Comparison
 
 COLORS = {"base": "#7f7f7f", "tuned": "#1f77b4"}
@@ -164,8 +165,27 @@ def metric_deltas_frame(comparisons: list[Comparison]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=METRIC_DELTA_COLUMNS)
 
 
+def better_direction(comparison: Comparison) -> Direction:
+    """Which way of tuned − base is better for a comparison's metric (`metric_labels`; "context": neither)."""
+    for key in (comparison.metric, f"mean_{comparison.metric}"):
+        found = label(comparison.family, key)
+        if found.definition:
+            return found.better
+    return "context"
+
+
+# the words at the left and right ends of a delta panel's axis, by the metric's better direction
+DIRECTION_ENDS: dict[str, tuple[str, str]] = {
+    "lower": ("← better", "worse →"),
+    "higher": ("← worse", "better →"),
+    "closer to 0": ("← better toward 0", "better toward 0 →"),
+    "context": ("", "no better direction"),
+}
+
+
 def plot_metric_deltas(comparisons: list[Comparison], path: Path) -> None:
-    """tuned − base per metric with its bootstrap CI; filled marker: BH-significant."""
+    """tuned − base per metric with its bootstrap CI; filled marker: BH-significant; each panel says
+    which side is better (`better_direction`)."""
     rows = _base_vs_tuned(comparisons)
     height = max(2.0, 0.55 * len(rows) + 1.0)
     figure = _figure(7.0, height)
@@ -183,6 +203,9 @@ def plot_metric_deltas(comparisons: list[Comparison], path: Path) -> None:
         axes.set_yticks([])
         axes.tick_params(axis="x", labelsize=6)
         axes.set_ylabel(c.metric, rotation=0, ha="right", va="center", fontsize=7)
+        left, right = DIRECTION_ENDS[better_direction(c)]
+        axes.text(0.0, 1.05, left, transform=axes.transAxes, ha="left", va="bottom", fontsize=5, color="dimgrey")
+        axes.text(1.0, 1.05, right, transform=axes.transAxes, ha="right", va="bottom", fontsize=5, color="dimgrey")
     figure.suptitle("tuned − base per metric, bootstrap CI (filled: significant after BH)", fontsize=9)
     figure.subplots_adjust(left=0.34, right=0.97, top=1 - 0.6 / height, bottom=0.35 / height, hspace=1.4)
     figure.savefig(path, format="png")

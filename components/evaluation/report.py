@@ -115,10 +115,12 @@ def _fmt_p(value: float | None) -> str:
 
 
 def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
+    """The signed change, and its percent of the base only where the base is not near zero at this
+    precision (at least ten units of the last digit shown): −0.000 → −0.002 is not "+755 %"."""
     if base is None or tuned is None:
         return "n/a"
     change = f"{tuned - base:+.{digits}f}"
-    return f"{change} ({(tuned - base) / base:+.1%})" if base else change
+    return f"{change} ({(tuned - base) / base:+.1%})" if abs(base) >= 10 ** (1 - digits) else change
 
 
 # (label, metric): rows of base_<metric> and tuned_<metric>, fields of the summary's section
@@ -301,11 +303,32 @@ def _range(low: float | None, high: float | None) -> str:
     return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
 
-def render_markdown(metrics: EvaluationSummary | Mapping, comparisons: list[Comparison] | None = None) -> str:
-    """Markdown summary: engine, metric | base | tuned | change tables, tests with CIs and q-values."""
+def verdict_lines(decision: GateDecision | None, note: str = "", plots: list[Path] | None = None) -> list[str]:
+    """The gates' verdict and its reasons, then the plots (markdown images beside summary.md)."""
+    if decision is None:
+        lines = ["## Verdict: gates not evaluated", ""]
+    else:
+        reasons = decision.reasons()
+        head = "passes every gate" if decision.passed else f"refused by {len(reasons)} gate(s)"
+        lines = [f"## Verdict: {head}", "", *(f"- {r}" for r in reasons), *([""] if reasons else [])]
+    lines += [note, ""] if note else []
+    if plots:
+        lines += ["## Plots", "", *(f"![{Path(p).stem}]({Path(p).name})" for p in plots), ""]
+    return lines
+
+
+def render_markdown(
+    metrics: EvaluationSummary | Mapping,
+    comparisons: list[Comparison] | None = None,
+    decision: GateDecision | None = None,
+    note: str = "",
+    plots: list[Path] | None = None,
+) -> str:
+    """Markdown summary: the verdict with its reasons and the plots first, then engine, metric | base |
+    tuned | change tables, tests with CIs and q-values."""
     summary = as_summary(metrics)
     consistency, diversity = summary.consistency, summary.diversity
-    lines = ["# Evaluation: base vs tuned", ""]
+    lines = ["# Evaluation: base vs tuned", "", *verdict_lines(decision, note, plots)]
     banner = engine_banner(summary)
     if banner:
         lines += [f"> {banner}" if summary.engine.fallback else banner, ""]
@@ -452,7 +475,7 @@ def write_report(
     _atomic_write(files.decisions_csv, lambda p: decisions.to_csv(p, index=False))
     _atomic_write(files.fairness_effects_csv, lambda p: effects.to_csv(p, index=False))
     _atomic_write(files.fairness_effects_png, lambda p: plot_fairness_effects(effects, gated, p))
-    markdown = render_markdown(summary, comparisons)
+    markdown = render_markdown(summary, comparisons, decision, verdict_note, files.plots())
     _atomic_write(files.summary, lambda p: p.write_text(markdown))
     html = render_html(
         summary, comparisons, consistency, diversity, files.plots(), engine_banner(summary), generation or {},

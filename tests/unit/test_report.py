@@ -376,3 +376,27 @@ def test_markdown_table_rows_have_as_many_cells_as_their_header():
         if header is None:
             header = cells
         assert cells == header, line
+
+
+def test_a_change_shows_its_percent_only_of_a_base_that_is_not_near_zero():
+    from components.evaluation.report import _change
+
+    assert _change(-0.0002, -0.0019) == "-0.002"  # was "-0.002 (+850.0%)": a percent of rounding noise
+    assert _change(0.191, 0.207) == "+0.016 (+8.4%)"
+    assert _change(0.01, 0.02) == "+0.010 (+100.0%)" and _change(0.0099, 0.02) == "+0.010"
+    assert _change(None, 1.0) == "n/a"
+
+
+def test_each_delta_panel_knows_which_side_is_better():
+    from types import SimpleNamespace
+
+    from components.evaluation.plots import DIRECTION_ENDS, better_direction
+
+    def side(family: str, metric: str) -> str:
+        return better_direction(SimpleNamespace(family=family, metric=metric))
+
+    assert side("consistency", "gap") == "lower" and side("consistency", "compliance") == "higher"
+    assert side("consistency", "signed_diff") == "closer to 0" and side("consistency", "words") == "context"
+    assert side("diversity", "coverage") == "higher" and side("diversity", "kl_to_uniform") == "lower"
+    assert side("consistency", "not_a_metric") == "context"
+    assert DIRECTION_ENDS["lower"] == ("← better", "worse →") and DIRECTION_ENDS["higher"] == ("← worse", "better →")

@@ -119,3 +119,16 @@ def test_the_page_links_the_data_docs_of_the_validated_groups_when_they_exist(tm
     docs.write_text("<html></html>")
     files = write_report(out, consistency, diversity, summary, data_docs=docs)
     assert '<a href="../validation/data_docs/index.html">Great Expectations Data Docs</a>' in files.html.read_text()
+
+
+def test_summary_md_and_the_page_open_with_the_verdict_then_the_plots(tmp_path):
+    gate = GateConfig()
+    decision = evaluate_gates(summarize(consistency_frame(), diversity_frame(), alpha=0.01), gate)
+    page = page_of(tmp_path, gate)
+    assert page.index('id="verdict"') < page.index("<h2>Plots</h2>") < page.index("<h2>Headline") < page.index("<h2>Paired tests")
+    summary = (tmp_path / "summary.md").read_text()
+    lines = summary.splitlines()
+    assert lines[2] == f"## Verdict: refused by {len(decision.reasons())} gate(s)"
+    for reason in decision.reasons():
+        assert f"- {reason}" in summary
+    assert summary.index("## Verdict") < summary.index("![entropy_gap](entropy_gap.png)") < summary.index("## Headline")
