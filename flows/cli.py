@@ -239,7 +239,6 @@ def retrain(
             out.print(f"  {r.step}.{key}: {escape(value)}")
     out.print(f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
     out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
-    out.print(f"Report: {resolved.paths.reports / 'summary.md'}")
     reg = summary.registration
     if reg.get("passed"):
         out.print(f"[bold green]Registered[/] {reg['model_name']} version {reg['version']} as @{reg['alias']}: {reg['uri']}")
@@ -247,6 +246,7 @@ def retrain(
         out.print("[bold yellow]Gate refused; nothing registered.[/] Reasons:")
         for reason in reg.get("reasons", []):
             out.print(f"  - {escape(reason)}")
+    out.print(f"Report (verdict, plots, every answer): {resolved.paths.reports / 'report.html'}")  # the last line: what to open
 
 
 @_command("promote")
