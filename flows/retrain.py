@@ -142,6 +142,16 @@ def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[Step
     return result, state.name == "Cached"
 
 
+HEADLINE = ("base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "q_value", "base_helpfulness", "tuned_helpfulness",
+            "base_words", "tuned_words", "base_compliance", "tuned_compliance")  # fmt: skip
+
+
+def headline_metrics(evaluation) -> dict[str, float]:
+    """The figures a retrain is judged by, for the parent run (the runs table compares retrains by them)."""
+    c = evaluation.consistency
+    return {f"headline.{name}": getattr(c, name) for name in HEADLINE if getattr(c, name, None) is not None}
+
+
 @flow(name="retrain", log_prints=True)
 def retrain(
     params_path: str = "params.yaml", profile: str | None = None, overrides: list[str] | None = None, resume: bool = False
@@ -180,8 +190,10 @@ def retrain(
         )
         evaluation = read_summary(Path(evaluated.outputs["metrics"]))
         create_table_artifact(metrics_rows(evaluation), key="evaluation-metrics", description="base vs tuned, held-out")
+        runs.log_metrics_to(parent, headline_metrics(evaluation))  # retrains compared in the runs table
         registered = _run(register_task, params, parent)
         record(registered)
+        runs.log_metrics_to(parent, {"gate.passed": float(bool(registered.metrics["passed"]))})
         create_table_artifact(
             [{k: g[k] for k in ("name", "value", "threshold", "passed", "reason")} for g in registered.metrics["gates"]],
             key="gate-verdicts",

@@ -31,6 +31,23 @@ class Registration:
     files: list[Path] = field(default_factory=list)  # decision.json, gates.csv, gates.md
 
 
+def version_description(summary: EvaluationSummary, gates: int) -> str:
+    """The registered version's description: its verdict and headline figures (MLflow's UI shows it
+    on the version page)."""
+    c = summary.consistency
+
+    def pair(name: str, base: float | None, tuned: float | None, digits: int = 3) -> str:
+        return f"{name} {base:.{digits}f} → {tuned:.{digits}f}" if base is not None and tuned is not None else f"{name} n/a"
+
+    reduction = f" ({c.relative_gap_reduction:+.0%} reduction" if c.relative_gap_reduction is not None else " ("
+    q = f", q {c.q_value:.2g})" if c.q_value is not None else ")"
+    return (
+        f"Passed all {gates} gates. Held-out gap on {c.axis} {pair('', c.base_mean_gap, c.tuned_mean_gap).strip()}{reduction}{q}; "
+        f"{pair('helpfulness', c.base_helpfulness, c.tuned_helpfulness)}; {pair('words per answer', c.base_words, c.tuned_words, 1)}; "
+        f"{c.n_groups} groups. Full report: the evaluate run's evaluation/report.html."
+    )
+
+
 def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: Path, checkpoint: Path) -> Registration:
     """Judge, write the verdict, and register the adapter in `checkpoint` when every gate passes."""
     from components.contracts.checkpoint import ADAPTER_DIR
@@ -66,6 +83,7 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
             package_base_model=reg.package_base_model,
             fingerprint=registration_fingerprint(adapter, metrics_path),
             lock_timeout=reg.lock_timeout_seconds,
+            description=version_description(summary, len(decision.rows())),
         )
         runs.set_tags({"registry.version": version.version, "registry.reused": str(version.reused).lower()})
         outcome.update(version.outcome())

@@ -200,10 +200,11 @@ def register_adapter(
     package_base_model: bool = False,
     fingerprint: str | None = None,
     lock_timeout: float = 120.0,
+    description: str | None = None,
 ) -> RegisteredVersion:
     """Log adapter (+ base-model provenance, optionally the base itself) as a pyfunc in the active
     run, register it as a new version of `model_name` with `tags` (`VersionTags`, or raw tags
-    decoded by it), and move `alias` forward to it.
+    decoded by it) and `description` (its verdict and figures), and move `alias` forward to it.
 
     With a `fingerprint` already registered, returns that version instead (idempotent)."""
     import mlflow
@@ -256,6 +257,8 @@ def register_adapter(
             warnings.filterwarnings("ignore", message=".*already exists.*")
             created = mlflow.register_model(info.model_uri, model_name, tags=tags)
         version = str(created.version)
+        if description:
+            client.update_model_version(model_name, version, description=description)
         moved = _move_alias_forward(client, model_name, alias, version)
     return RegisteredVersion(model_name, version, alias, run.info.run_id, False, moved)
 

@@ -297,6 +297,17 @@ def log_artifacts(paths: list[Path], artifact_path: str | None = None) -> None:
             mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
 
+def log_metrics_to(run_id: str, metrics: Mapping[str, Any], prefix: str = "") -> None:
+    """Log the finite numbers of `metrics` (`metric_numbers`) to run `run_id` (an open parent run, not the active one)."""
+    import mlflow
+    from mlflow.entities import Metric
+
+    stamp = int(time.time() * 1000)
+    batch = [Metric(k, v, stamp, 0) for k, v in metric_numbers(metrics, prefix).items()]
+    if batch:
+        mlflow.MlflowClient().log_batch(run_id, metrics=batch)
+
+
 def log_files_to(run_id: str, paths: list[Path], artifact_path: str | None = None) -> None:
     """Log the existing files of `paths` to run `run_id` (an open parent run, not the active one)."""
     import mlflow

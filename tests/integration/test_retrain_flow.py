@@ -39,6 +39,11 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     # one parent run with one finished child run per step, each with what it logged
     parent = client.get_run(summary.parent_run_id)
     assert parent.info.status == "FINISHED"
+    # the parent run carries the headline (retrains compared in the runs table); the version says its verdict
+    metrics_file = json.loads((load_params(project / "params.yaml").paths.reports / "metrics.json").read_text())
+    assert parent.data.metrics["headline.tuned_mean_gap"] == pytest.approx(metrics_file["consistency"]["tuned_mean_gap"])
+    assert parent.data.metrics["gate.passed"] == 1.0
+    assert version.description.startswith("Passed all") and "Held-out gap on gender" in version.description
     children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{summary.parent_run_id}'")
     assert sorted(r.info.run_name for r in children) == sorted(STEPS)
     by_name = {r.info.run_name: r for r in children}
