@@ -195,7 +195,8 @@ def study(
     """Run a study: arms in order, finished ones skipped; results/consistency/report.md (or results/NAME.md).
 
     With --submit every unfinished arm is a flow run of the deployment study-arm/groupwise-study-arm on a work pool."""
-    from flows.study import load_study, pick_arms, write_study_report
+    from components.study.domain import load_study, pick_arms
+    from components.study.reports import write_study_report
     from flows.study import study as study_flow
 
     pick_arms(load_study(params, name)[1], arm or None)  # an unknown study or arm: one line, before any server starts

@@ -32,10 +32,8 @@ from prefect import flow
 
 from components.config import ParamsError
 from components.contracts.errors import UserError
-from components.study.store import STORE_ENV, ArmStore, Mirror, pull_checkpoints, pull_results, push_results
-from flows.study import (
+from components.study.domain import (
     Study,
-    _trained,
     arm_done,
     arm_fingerprint,
     arm_params,
@@ -43,12 +41,12 @@ from flows.study import (
     curve_pending,
     load_study,
     pick_arms,
-    report_files,
-    restore_start_adapter,
-    run_arm,
     study_params,
-    write_study_report,
+    trained,
 )
+from components.study.reports import report_files, write_study_report
+from components.study.store import STORE_ENV, ArmStore, Mirror, pull_checkpoints, pull_results, push_results
+from flows.study import restore_start_adapter, run_arm
 
 DEPLOYMENT = "groupwise-study-arm"
 FLOW_NAME = "study-arm"
@@ -119,7 +117,7 @@ def study_arm(
     if box is None:
         record = run_arm(arm_p, chosen, arm, parent_run_id)
     else:
-        with Mirror(arm_p.paths.checkpoints, box.checkpoints(fingerprint), lambda: _trained(arm_p)):
+        with Mirror(arm_p.paths.checkpoints, box.checkpoints(fingerprint), lambda: trained(arm_p)):
             record = run_arm(arm_p, chosen, arm, parent_run_id)
         push_results(chosen.arm_dir(arm), box)
     return {"name": arm, "skipped": False, "mlflow_run_id": record.get("mlflow_run_id")}

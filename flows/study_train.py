@@ -9,8 +9,8 @@ import sys
 
 
 def main(argv: list[str]) -> None:
+    from components.study.domain import arm_params, load_study
     from flows import steps
-    from flows.study import arm_params, load_study
 
     resume = "--resume" in argv
     params_file, study_name, arm, parent = [a for a in argv if a != "--resume"]

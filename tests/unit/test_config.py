@@ -60,7 +60,7 @@ def test_the_fairness_profile_trains_the_study_recipe_and_judges_fairness_not_th
     assert not gate.require_significance and gate.min_relative_gap_reduction < -1  # the gap is not what it trains for
     # a registration is judged on every held-out group and task; the study's arms on its small check
     assert params.eval.max_consistency_groups == 104 and params.eval.max_diversity_tasks >= 8
-    from flows.study import arm_params, load_study
+    from components.study.domain import arm_params, load_study
 
     study_params, fairness = load_study(ROOT / "params.yaml", "fairness")
     for arm in ["base", "decision-parity-s1", "planted-to-parity-s3"]:
@@ -307,7 +307,7 @@ def test_one_fingerprint_policy_for_saved_work():
     and a field set to its own default do not; the training state and the study arm both use it."""
     from components.config import OPERATIONAL, Params
     from components.grpo.trainer import TRAINING_SECTIONS, run_fingerprint
-    from flows.study import arm_fingerprint
+    from components.study.domain import arm_fingerprint
 
     base = Params()
     sections = TRAINING_SECTIONS

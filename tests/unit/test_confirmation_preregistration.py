@@ -17,7 +17,7 @@ def test_the_confirmation_templates_are_the_preregistered_ones():
 
 def test_the_built_confirmation_groups_are_the_preregistered_ones_and_all_held_out():
     from components.data import build_groups
-    from flows.study import load_study, study_params
+    from components.study.domain import load_study, study_params
 
     params = study_params(*load_study(ROOT / "params.yaml", "confirmation"))
     assert params.paths.heldout_templates == ROOT / RECORD["templates"] and params.seed == RECORD["build_seed"]
@@ -31,7 +31,7 @@ def test_the_built_confirmation_groups_are_the_preregistered_ones_and_all_held_o
 
 
 def test_the_study_runs_the_preregistered_seeds_on_the_preregistered_domains():
-    from flows.study import load_study, study_params
+    from components.study.domain import load_study, study_params
 
     params, study = load_study(ROOT / "params.yaml", "confirmation")
     params = study_params(params, study)

@@ -81,7 +81,7 @@ def test_the_report_lists_each_gate_with_its_refusals_and_each_arms_value(tmp_pa
 
 
 def test_the_gate_noise_study_is_ten_independent_a_a_draws_on_the_train_split():
-    from flows.study import arm_params, load_study
+    from components.study.domain import arm_params, load_study
 
     params, study = load_study(ROOT / "params.yaml", "gate-noise")
     assert study.config.report == "gate_noise" and len(study.config.arms) == 10

@@ -103,9 +103,10 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
     -m flows.study_train ...`, and each rank rebuilds exactly the arm's params (profile, overrides, paths)."""
     import subprocess
 
+    from components.study.domain import arm_params, load_study
     from flows import steps, study_train
     from flows import study as study_module
-    from flows.study import NPROC_ENV, arm_params, load_study, train_arm
+    from flows.study import NPROC_ENV, train_arm
 
     arms = {"lr": {"description": "lr", "overrides": {"train": {"lr": 0.005}}}}
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
@@ -128,7 +129,7 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
 
 
 def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
-    from flows.study import load_study
+    from components.study.domain import load_study
     from flows.study_pool import waiting_arms
 
     arms = {"a": {"seeds": [1, 2]}, "b": {"seeds": [1, 2], "start_from": "a"}, "c": {"start_from": "a-s1"}}
@@ -142,7 +143,7 @@ def test_study_overrides_apply_to_every_arm_and_the_arms_own_win(tmp_path):
     """`overrides` of a study are merged over its profile for every arm, then each arm's own; the
     profile itself (what `make run` registers) keeps its values, and the fingerprint follows the arm's params."""
     from components.config import load_params
-    from flows.study import arm_fingerprint, arm_params, load_study
+    from components.study.domain import arm_fingerprint, arm_params, load_study
 
     arms = {"a": {}, "b": {"overrides": {"eval": {"max_consistency_groups": 5}}}}
     mini = {"profile": "tiny", "overrides": {"eval": {"max_consistency_groups": 3, "max_diversity_tasks": 2}}, "arms": arms}
@@ -161,7 +162,7 @@ def test_an_arm_is_done_for_its_params_and_the_groups_it_ran_on(tmp_path):
     """A changed generator count or template builds other groups under the same params: the arm runs
     again. A record from before groups were recorded is judged by its params alone."""
     from components.data.io import groups_file
-    from flows.study import arm_done, arm_params, built_groups_sha256, load_study
+    from components.study.domain import arm_done, arm_params, built_groups_sha256, load_study
 
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": {"a": {}}}}})
     params, chosen = load_study(project / "params.yaml", "mini")
@@ -191,8 +192,8 @@ def test_a_worker_takes_the_start_arms_adapter_and_results_from_the_store(tmp_pa
     (train it again if still missing) is asked about the same arm."""
     import flows.study_pool as pool
     from components.contracts.checkpoint import LATEST_DIR, STATE_FILE
+    from components.study.domain import arm_fingerprint, arm_params, load_study
     from components.study.store import ArmStore
-    from flows.study import arm_fingerprint, arm_params, load_study
 
     arms = {"a": {"seeds": [1]}, "b": {"seeds": [1], "start_from": "a"}}
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})

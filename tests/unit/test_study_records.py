@@ -19,7 +19,7 @@ def _studies() -> list[str | None]:
 
 @pytest.mark.parametrize("name", _studies(), ids=lambda n: n or "consistency")
 def test_every_committed_arm_record_is_for_its_current_params(name, monkeypatch):
-    from flows.study import ARM_FILE, arm_done, arm_fingerprint, arm_params, load_study
+    from components.study.domain import ARM_FILE, arm_done, arm_fingerprint, arm_params, load_study
 
     monkeypatch.chdir(ROOT)  # the studies' folders are relative to the project
     params, study = load_study(ROOT / "params.yaml", name)

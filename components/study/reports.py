@@ -1,0 +1,107 @@
+"""A study's report: one writer per report kind (`REPORT_KINDS`, one signature: the study and extra
+notes, returning the page written), the files it consists of, and the README lines read from them.
+
+Kinds: `consistency` (the paper's gap per arm, the learning curve; here), `diversity`, `fairness`,
+`gate_noise` and `confirmation` (their own modules). `StudyConfig.report` names one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from components.contracts.atomic import atomic_write_json, atomic_write_text
+from components.contracts.naming import NameRegistry
+from components.study.confirmation_report import write_confirmation_report
+from components.study.diversity_report import write_diversity_report
+from components.study.domain import COMMAND, CONSISTENCY, Study
+from components.study.fairness_report import write_fairness_report
+from components.study.gate_noise_report import write_gate_noise_report
+from components.study.report import CURVE_COLUMNS, CURVE_FILE, headline_metrics, plot_learning_curve, render_markdown, study_table
+
+HEADLINES = "metrics.json"  # the consistency study's headline per arm and scope (DVC metrics)
+CURVE_PLOT = "learning_curve.png"
+
+ReportWriter = Callable[[Study, "list[str] | None"], Path]
+REPORT_KINDS = NameRegistry[ReportWriter]("study report kind")
+
+
+def _command(study: Study) -> str:
+    return f"{COMMAND} --study {study.name}"
+
+
+def _arms(study: Study) -> dict:
+    return {name: arm.model_dump() for name, arm in study.config.arms.items()}
+
+
+@REPORT_KINDS.register("consistency")
+def write_consistency_report(study: Study, notes: list[str] | None = None) -> Path:
+    """report.md, table.csv, metrics.json (the arms' headlines, DVC metrics) and the learning curve
+    (learning_curve.csv / .png) of results/consistency/ from the finished arms."""
+    layout = study.layout
+    arms = _arms(study)
+    table = study_table(layout.arms, order=list(arms))
+    curves = [pd.read_csv(p) for p in sorted(layout.arms.glob(f"*/{CURVE_FILE}"))]
+    curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS)
+    layout.folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(layout.table, index=False)
+    atomic_write_json(layout.folder / HEADLINES, headline_metrics(table))
+    if not curve.empty:
+        curve.to_csv(layout.folder / CURVE_FILE, index=False)
+        plot_learning_curve(curve, layout.folder / CURVE_PLOT)
+    command = COMMAND if study.name == CONSISTENCY else _command(study)
+    page = render_markdown(table, curve, arms, command, [*(notes or []), *layout.notes()], study.name)
+    return atomic_write_text(layout.report, page)
+
+
+@REPORT_KINDS.register("fairness")
+def _fairness(study: Study, notes: list[str] | None = None) -> Path:
+    return write_fairness_report(study.name, study.layout, _arms(study), _command(study))
+
+
+@REPORT_KINDS.register("diversity")
+def _diversity(study: Study, notes: list[str] | None = None) -> Path:
+    return write_diversity_report(study.name, study.layout, _arms(study), study.config.compare, _command(study))
+
+
+@REPORT_KINDS.register("confirmation")
+def _confirmation(study: Study, notes: list[str] | None = None) -> Path:
+    return write_confirmation_report(study.layout, {name: arm.family or name for name, arm in study.config.arms.items()})
+
+
+@REPORT_KINDS.register("gate_noise")
+def _gate_noise(study: Study, notes: list[str] | None = None) -> Path:
+    return write_gate_noise_report(study.name, study.layout, list(study.config.arms), _command(study))
+
+
+def study_report(study: Study, notes: list[str] | None = None) -> Path:
+    """The study's report from its finished arms, by its `report` kind (`REPORT_KINDS`)."""
+    return REPORT_KINDS.get(study.config.report, where="report")(study, notes)
+
+
+def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
+    """The study's report from its finished arms (`study_report`), then the README's results lines,
+    which are read from results/ (`components.study.headlines`), where the README carries them."""
+    from components.study.headlines import readme_blocks
+    from components.study.readme_blocks import markers, write_blocks
+
+    path = study_report(study, notes)
+    root = study.layout.folder.parent.parent
+    readme = root / "README.md"
+    if readme.is_file() and markers("results")[0] in readme.read_text():
+        write_blocks(readme, readme_blocks(root))
+    return path
+
+
+def report_files(study: Study) -> list[Path]:
+    """What the study's report consists of (those written so far): the page, its table, the plot(s)."""
+    layout = study.layout
+    names = [layout.report, layout.table, layout.plot]
+    if study.config.report == "consistency":
+        names += [layout.folder / HEADLINES, layout.folder / CURVE_FILE, layout.folder / CURVE_PLOT]
+    return [p for p in names if p.is_file()]
+
+
+__all__ = ["CURVE_PLOT", "HEADLINES", "REPORT_KINDS", "report_files", "study_report", "write_consistency_report", "write_study_report"]
