@@ -400,7 +400,9 @@ def train(
                         engine.release()
                         t_gen = time.perf_counter() - t0
                         model.train()
+                        scored = time.perf_counter()
                         advantages, metrics, rewards = score_batch(batch, params, ctx)
+                        metrics["time/reward_s"] = time.perf_counter() - scored  # rewards, SEED's clustering, advantages
                     if stops.held() and not ctx.enabled:
                         raise stop(step - 1, step_rng)
                 if cfg.objective == "counterfactual_logit_pairing":  # no rollouts: a loss on the decisions themselves

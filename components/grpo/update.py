@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,6 +150,29 @@ def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainCon
                 mb.old_logp = _token_logprobs(model, mb, cfg).logp
 
 
+class PhaseClock:
+    """Seconds per phase of a step, summed over laps (`time/<phase>_s` metrics: the step's time budget).
+    On CUDA each lap waits for the device, so a phase is charged for its own kernels."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._last = self._now()
+        self.seconds: dict[str, float] = {}
+
+    def _now(self) -> float:
+        if self._cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = self._now()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def metrics(self) -> dict[str, float]:
+        return {f"time/{phase}_s": seconds for phase, seconds in self.seconds.items()}
+
+
 def policy_update(
     model,
     trainer_model,
@@ -175,7 +199,9 @@ def policy_update(
     weights = global_token_weights(batch, micro_batches, cfg, ctx).to(device)
     micro_batches = [mb.to(device) for mb in micro_batches]
     advantages = advantages.to(device)
+    clock = PhaseClock(device)
     prepare_fixed_logprobs(model, micro_batches, cfg, reference)
+    clock.lap("reference")  # the reference (and stored old) log-probs: forward passes without gradient
     trainable = [p for p in model.parameters() if p.requires_grad]
     # [loss, kl*mask, tokens, clip_low, clip_high, entropy*mask]
     totals = torch.zeros(6, dtype=torch.float64)
@@ -229,6 +255,7 @@ def policy_update(
                 ],
                 dtype=torch.float64,
             )
+        clock.lap("forward_backward")
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
         if not math.isfinite(float(grad_norm)):
             raise TrainingError(f"non-finite gradient norm at iteration {iteration + 1}; no checkpoint written")
@@ -237,6 +264,7 @@ def policy_update(
         if scheduler is not None:
             scheduler.step()
         grad_norms.append(float(grad_norm))
+        clock.lap("optimizer")
     recorded = float(any(mb.engine_logp is not None for mb in micro_batches))
     totals, recorded = ctx.all_reduce_sum(torch.cat([totals, torch.tensor([recorded], dtype=torch.float64)])).split([6, 1])
     mismatch_metrics = {}
@@ -255,6 +283,7 @@ def policy_update(
     loss_sum, kl_sum, tokens, clip_low, clip_high, entropy_sum = totals.tolist()
     per_token = max(tokens, 1.0)
     return {
+        **clock.metrics(),
         "loss": loss_sum / cfg.num_iterations,
         "kl": kl_sum / per_token,
         "clip_ratio_low": clip_low / per_token,

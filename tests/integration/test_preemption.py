@@ -40,7 +40,7 @@ def _adapter(folder: Path) -> dict[str, torch.Tensor]:
 
 def _log(folder: Path) -> list[dict[str, str]]:
     with (folder / "train_log.csv").open() as fh:
-        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(fh)]
+        return [{k: v for k, v in row.items() if k not in TIMING and not k.startswith("time/")} for row in csv.DictReader(fh)]
 
 
 def _train(model_dir: Path, out: Path, **kw):

@@ -47,7 +47,7 @@ def adapter(folder: Path) -> dict[str, torch.Tensor]:
 
 def log_rows(folder: Path) -> list[dict[str, str]]:
     with (folder / "train_log.csv").open() as fh:
-        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(fh)]
+        return [{k: v for k, v in row.items() if k not in TIMING and not k.startswith("time/")} for row in csv.DictReader(fh)]
 
 
 def kill_at_state(cmd: list[str], state: Path, wait_s: int) -> None:

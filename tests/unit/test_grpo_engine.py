@@ -214,6 +214,11 @@ def test_step_metrics_and_rollout_tables(tiny_model_dir, tmp_path):
         "step_time_s",
         "lr",
         "grad_norm",
+        # the step's time budget by phase (docs/benchmarks.md)
+        "time/reward_s",
+        "time/reference_s",
+        "time/forward_backward_s",
+        "time/optimizer_s",
     }
     assert expected <= set(logged[0]), expected - set(logged[0])
     assert logged[0]["token_entropy"] > 0
