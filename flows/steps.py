@@ -123,15 +123,6 @@ def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> Step
     return StepResult("prepare-benchmarks", run_id, outputs, {}, summary)
 
 
-def _engine_log(params: Params) -> None:
-    """vLLM's own log lines go to <paths.logs>/engines.log, not the console; said once per process and file."""
-    from components.generation.vllm_process import log_engines_to
-
-    path = params.paths.logs / "engines.log"
-    if log_engines_to(path):
-        print(f"[engines] vLLM's own log: {path}")
-
-
 @contextmanager
 def _resume_hint(state_dir: Path) -> Iterator[None]:
     """A full disk or a dead rollout engine during training: the one-line error also says where
@@ -174,7 +165,6 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     if not groups:
         raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")
     section = params.section_dict("train", "lora", "reward", "seed", "model")
-    _engine_log(params)
     if not ctx.is_main:  # other ranks: same training, no tracking, no outputs
         result = run_training(params, groups, params.paths.base_model, checkpoint, resume=resume, state_dir=state_dir, ctx=ctx)
         return StepResult("train", "", {"checkpoint": str(checkpoint)}, result.final, f"rank {ctx.rank} done")
@@ -212,7 +202,6 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.evaluation.run import evaluate_and_report, prepare_evaluation
 
     evaluated = prepare_evaluation(params)  # checks, and the hashes of what will be read, before anything is loaded
-    _engine_log(params)
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         result = evaluate_and_report(params, evaluated)
         runs.log_metrics(result.summary.to_dict(), prefix="eval.")

@@ -21,12 +21,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
 import weakref
-from pathlib import Path
 from typing import Any
 
 from components.contracts.errors import UserError
@@ -161,33 +159,9 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="groupwise-vllm-parent-watch", daemon=True).start()
 
 
-_LOG: dict[str, Path | None] = {"path": None}
-
-
-def log_engines_to(path: Path | None) -> bool:
-    """Engines started from now on write vLLM's log (its stdout: INFO and WARNING lines) to `path`,
-    appended, instead of the console; their progress bars and errors stay on stderr. None: the
-    console. True when this changed the setting (the caller says where the log is, once)."""
-    changed = _LOG["path"] != path
-    _LOG["path"] = path
-    return changed
-
-
-def _to_log(path: Path) -> None:
-    """In the child: file descriptor 1 (vLLM's logger, and anything else printed) appended to `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.close(fd)
-    print(f"==== vLLM engine, pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')} ====", flush=True)
-
-
-def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int, log: Path | None = None) -> None:
+def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int) -> None:
     """Child main loop: start the LLM, then answer `_CALLS` messages until `close` or EOF."""
     _exit_with_parent(parent)
-    if log is not None:
-        _to_log(log)
     os.environ.update(env)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
@@ -243,7 +217,7 @@ class VllmProcess:
 
     def __init__(self, llm_kwargs: dict[str, Any], env: dict[str, str]):
         self._conn, child = _SPAWN.Pipe()
-        self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs, os.getpid(), _LOG["path"]), name="groupwise-vllm")
+        self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs, os.getpid()), name="groupwise-vllm")
         self._process.start()
         child.close()
         self._broken = False

@@ -183,7 +183,7 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
     adapter = "data/study/long/checkpoints/latest/adapter/adapter_model.safetensors"
     assert (workers[survivor] / adapter).read_bytes() == (serial / adapter).read_bytes()
     logs = [pd.read_csv(p / "results/consistency/arms/long/train_log.csv") for p in (submitter, serial)]
-    timing = [c for c in logs[0].columns if c.endswith(("_time_s", "_per_s"))]  # wall clock
+    timing = [c for c in logs[0].columns if c.endswith(("_time_s", "_per_s")) or c.startswith("time/")]  # wall clock
     assert list(logs[0]["step"]) == list(range(1, 9))
     pd.testing.assert_frame_equal(logs[0].drop(columns=timing), logs[1].drop(columns=timing))  # step 1 before the kill, the rest after
 

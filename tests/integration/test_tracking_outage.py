@@ -1,5 +1,5 @@
 """A tracking server restarted in the middle of training: a real `mlflow server` is stopped after the
-second step, kept down for 60 s and started again on the same port and store while `train` runs on
+second step's metrics, kept down for 60 s and started again on the same port and store while `train` runs on
 the tiny model. Training keeps going (no step waits on MLflow's retries), the records measured while
 the server was away arrive once it is back, stamped with the time they were measured, and the run
 ends FINISHED with every step's metrics and its artifacts."""
@@ -14,6 +14,7 @@ import pytest
 from mlflow import MlflowClient
 
 from components.config import load_params
+from components.tracking.outbox import Outbox
 from flows import steps
 from tests.conftest import make_project, seed_tiny_model
 from tests.integration.servers import free_port, mlflow_server
@@ -24,7 +25,7 @@ STEPS = 12  # on an idle machine training ends inside the outage: the step then 
 DOWN_FOR = 60.0
 
 
-def test_training_outlives_a_tracking_server_restart_and_loses_no_record(tiny_model_dir, tmp_path, capfd):
+def test_training_outlives_a_tracking_server_restart_and_loses_no_record(tiny_model_dir, tmp_path, capfd, monkeypatch):
     store, artifacts, port = f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts", free_port()
     server = ExitStack()
     url = server.enter_context(mlflow_server(store, artifacts, port))
@@ -36,29 +37,30 @@ def test_training_outlives_a_tracking_server_restart_and_loses_no_record(tiny_mo
     steps.validate(params)
     client = MlflowClient(tracking_uri=url)
     outage: dict[str, float] = {}
+    real_metrics = Outbox.metrics
 
-    def restart_mid_run() -> None:
-        experiment = client.get_experiment_by_name(params.tracking.experiment)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            found = client.search_runs([experiment.experiment_id], "attributes.run_name = 'train'")
-            if found and len(client.get_metric_history(found[0].info.run_id, "train.loss")) >= 2:
-                break
-            time.sleep(0.2)
-        outage["down"] = time.time()
-        server.close()
+    def restart_later() -> None:
         time.sleep(DOWN_FOR)
         outage["up"] = time.time()
         server.enter_context(mlflow_server(store, artifacts, port))
 
-    restarter = threading.Thread(target=restart_mid_run, daemon=True)
-    restarter.start()
+    def metrics_then_stop_the_server(self, metrics, step=None, prefix=""):
+        real_metrics(self, metrics, step, prefix)
+        if step == 2 and "down" not in outage:  # right after step 2's metrics: the server goes away for DOWN_FOR
+            server.close()
+            outage["down"] = time.time()
+            threading.Thread(target=restart_later, daemon=True).start()
+
+    monkeypatch.setattr(Outbox, "metrics", metrics_then_stop_the_server)
     try:
         result = steps.train(params)
-        restarter.join(timeout=DOWN_FOR + 180)
+        deadline = time.monotonic() + DOWN_FOR + 180
+        while "up" not in outage and time.monotonic() < deadline:
+            time.sleep(0.5)
     finally:
-        server.close()
-        server.enter_context(mlflow_server(store, artifacts, port))  # for the checks below
+        if "up" not in outage:
+            server.close()
+            server.enter_context(mlflow_server(store, artifacts, port))  # for the checks below
     assert set(outage) == {"down", "up"}, "the server was not restarted"
 
     run = client.get_run(result.run_id)
