@@ -287,8 +287,10 @@ class VllmProcess:
         self._broken = True  # until the answer to this call has been read
         try:
             self._conn.send((kind, payload))
-        except OSError as exc:
-            raise EngineProcessError(f"the vLLM engine process is gone: {exc}") from exc
+        except OSError as exc:  # a dead child's end of the pipe is closed: say how it died
+            self._process.join(5)
+            code = self._process.exitcode
+            raise EngineProcessError(f"the vLLM engine process died (exit code {code}): {death_cause(code)}") from exc
         return self._receive()
 
     def close(self) -> None:
