@@ -91,10 +91,7 @@ class Outbox:
 
     def metrics(self, metrics: Mapping[str, Any], step: int | None = None, prefix: str = "") -> None:
         """Every finite number of `metrics` (`runs.metric_numbers`), stamped now."""
-        from mlflow.entities import Metric
-
-        stamp = int(time.time() * 1000)
-        batch = [Metric(k, v, stamp, step or 0) for k, v in runs.metric_numbers(metrics, prefix).items()]
+        batch = runs.metric_batch(metrics, prefix, step)
         if batch:
             self._send("metrics", lambda: self._client.log_batch(self.run_id, metrics=batch))
 

@@ -297,13 +297,19 @@ def log_artifacts(paths: list[Path], artifact_path: str | None = None) -> None:
             mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
 
-def log_metrics_to(run_id: str, metrics: Mapping[str, Any], prefix: str = "") -> None:
-    """Log the finite numbers of `metrics` (`metric_numbers`) to run `run_id` (an open parent run, not the active one)."""
-    import mlflow
+def metric_batch(metrics: Mapping[str, Any], prefix: str = "", step: int | None = None) -> list:
+    """`metric_numbers` as MLflow `Metric`s stamped now (for `MlflowClient.log_batch` to a given run)."""
     from mlflow.entities import Metric
 
     stamp = int(time.time() * 1000)
-    batch = [Metric(k, v, stamp, 0) for k, v in metric_numbers(metrics, prefix).items()]
+    return [Metric(k, v, stamp, step or 0) for k, v in metric_numbers(metrics, prefix).items()]
+
+
+def log_metrics_to(run_id: str, metrics: Mapping[str, Any], prefix: str = "") -> None:
+    """Log the finite numbers of `metrics` (`metric_numbers`) to run `run_id` (an open parent run, not the active one)."""
+    import mlflow
+
+    batch = metric_batch(metrics, prefix)
     if batch:
         mlflow.MlflowClient().log_batch(run_id, metrics=batch)
 
