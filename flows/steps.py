@@ -151,6 +151,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.grpo.trainer import train as run_training
     from components.grpo.trl_names import with_trl_names
     from components.plugins import check_registered_names
+    from components.tracking import logged_model
     from components.tracking.outbox import Outbox
     from components.validation.precondition import ensure_validated
 
@@ -188,13 +189,22 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
         if result.resumed_from:
             outbox.tags({"train.resumed_from_step": result.resumed_from})
         outbox.close(params.tracking.outage_seconds)
+        # MLflow 3 lineage: the adapter is a LoggedModel of this run whatever its gates will say
+        model_id = logged_model.log_adapter(
+            checkpoint / ADAPTER_DIR,
+            params.paths.base_model,
+            params.model.dtype,
+            params.registry.package_base_model,
+            logged_model.file_inputs(_data_files(params), "training"),
+        )
     final = result.final
     resumed = f" (resumed after step {result.resumed_from})" if result.resumed_from else ""
     summary = (
         f"{result.steps} steps, {result.samples} samples in {result.seconds:.0f} s{resumed}; "
         f"final reward {final.get('reward_mean', float('nan')):.3f}, KL {final.get('kl', float('nan')):.4f}"
+        + (f"; {result.time_line()}" if result.time_line() else "")
     )
-    return StepResult("train", run_id, {"checkpoint": str(checkpoint)}, final, summary)
+    return StepResult("train", run_id, {"checkpoint": str(checkpoint), "model": f"models:/{model_id}"}, final, summary)
 
 
 def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -211,7 +221,47 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
         runs.set_tags({"eval.engine": engine.used, "eval.engine_fallback": engine.fell_back})
         runs.log_artifacts(result.artifacts(), "evaluation")
         runs.log_artifacts(result.files.plots(), "evaluation/plots")
+        _link_evaluation(params, evaluated.adapter_sha256, runs.metric_numbers(result.summary.to_dict(), "eval."))
     return StepResult("evaluate", run_id, result.outputs(), result.summary.to_dict(), result.headline())
+
+
+def _data_files(params: Params) -> dict[str, Path]:
+    """The group files and their validation report, by the names MLflow shows them under."""
+    files = {f"groups/{p.name}": p for p in sorted(params.paths.groups.glob("*.jsonl"))}
+    return files | {"validation/report.json": params.paths.validation / "report.json"}
+
+
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def _benchmark_files(params: Params) -> dict[str, Path]:
+    """The decision benchmarks' data files (each benchmark's manifest names them; `DATA_SUFFIXES`)."""
+    import json
+
+    files = {}
+    for name in params.eval.fairness.benchmarks:
+        manifest = params.paths.benchmarks / name / "manifest.json"
+        for file in json.loads(manifest.read_text())["files"] if manifest.is_file() else []:
+            if Path(file).suffix in DATA_SUFFIXES:  # not its README or LICENSE
+                files[f"benchmarks/{name}/{file}"] = params.paths.benchmarks / name / file
+    return files
+
+
+def _link_evaluation(params: Params, adapter_sha: str | None, metrics: dict[str, float]) -> None:
+    """The evaluate run's inputs (groups, validation report, benchmark files) and its metrics,
+    linked to the evaluated adapter's LoggedModel (`components.tracking.logged_model`) when the train
+    step logged one; the run is tagged with its `model_id` ("none": the base model or an adapter
+    trained elsewhere)."""
+    from components.tracking import logged_model
+
+    inputs = logged_model.file_inputs(_data_files(params) | _benchmark_files(params), "evaluation")
+    model_id = logged_model.find_adapter_model(adapter_sha) if adapter_sha else None
+    runs.set_tags({"eval.model_id": model_id or "none"})
+    if model_id is None:
+        logged_model.log_inputs(inputs)
+        return
+    groups = next((i for i in inputs if i.name == "groups/consistency.jsonl"), None)
+    logged_model.log_evaluation(model_id, metrics, inputs, scored_on=groups)
 
 
 def register(params: Params, parent_run_id: str | None = None) -> StepResult:

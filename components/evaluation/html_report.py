@@ -22,6 +22,7 @@ from components.evaluation.answer_viewer import render_viewer
 from components.evaluation.metric_labels import label
 from components.evaluation.statistics import Comparison
 from components.release.gate import GateDecision
+from components.release.gate_record import gate_rows
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -94,7 +95,7 @@ def render_verdict(decision: GateDecision | None, note: str = "") -> str:
     failed = decision.reasons()
     head = "Verdict: passes every gate" if decision.passed else f"Verdict: refused by {len(failed)} gate(s)"
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in failed)
-    rows = decision.rows()
+    rows = gate_rows(decision)
     table = _table(
         ["gate", "value", "threshold", "verdict", "reason"],
         [[r["gate"], r["value"], r["threshold"], r["verdict"], r["reason"]] for r in rows],

@@ -1,4 +1,4 @@
-"""Release policy: which model versions may be released, and how. The registration gates (`gate`),
+"""Release policy: which model versions may be released, and how. The registration gates (`gate`; `gate_record` writes their verdict),
 promotion checks (`promotion`), what binds a registered version to its evaluation (`binding`), and
 `gate_and_register` (`registration`), which registers through `components.tracking.model_registry`,
 the one place that talks to the MLflow Model Registry; gates and promotion checks themselves are
@@ -11,8 +11,6 @@ from components.release.gate import (
     GateDecision,
     GateResult,
     evaluate_gates,
-    metrics_from_tags,
-    metrics_to_tags,
 )
 
 __all__ = [
@@ -22,6 +20,4 @@ __all__ = [
     "GateDecision",
     "GateResult",
     "evaluate_gates",
-    "metrics_from_tags",
-    "metrics_to_tags",
 ]

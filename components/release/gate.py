@@ -6,6 +6,9 @@ The headline gap is the paper's (Prabhune et al. 2025, arXiv:2512.12858): per gr
 gap = |mean H(axis value A) − mean H(axis value B)| on the variant axis ``consistency.axis``
 (e.g. gender), H the entropy of the answers; base_mean_gap / tuned_mean_gap are its mean over groups.
 
+This module judges; `gate_record` writes what was judged (the register run's metrics and tags,
+gates.csv / gates.md, decision.json's start, a version's tags).
+
 The gates are one table, `GATES` then `CHAMPION_GATES`: each row a `GateSpec` (name, section,
 metric, threshold field of `GateConfig`, direction, what the reason calls the metric, measure),
 applied in order by one function, `judge`. A spec names its metric as a field of the summary
@@ -77,21 +80,17 @@ Comparisons allow a 1e-12 slack so that a value equal to its threshold up to flo
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass
-from pathlib import Path
 
 from components.config import GateConfig
-from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, finite_numbers, leaves
-from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, GateDetail, Provenance, VersionTags
+from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary, leaves
+from components.contracts.version_tags import Champion
 
 _SLACK = 1e-12
 _MISSING = object()
-GATES_CSV, GATES_MD = "gates.csv", "gates.md"
 
 
 @dataclass(frozen=True)
@@ -122,64 +121,9 @@ class GateDecision:
     def to_dict(self) -> dict:
         return {"passed": self.passed, "results": [r.to_dict() for r in self.results]}
 
-    def rows(self) -> list[dict]:
-        """One row per gate: gate, value, threshold, verdict, reason (the gate table)."""
-        return [
-            {"gate": r.name, "value": r.value, "threshold": r.threshold,
-             "verdict": "pass" if r.passed else "fail", "reason": r.reason}
-            for r in self.results
-        ]  # fmt: skip
-
-    def markdown(self) -> str:
-        """The gate table as markdown, with the overall verdict first."""
-        lines = [f"**Gates: {'passed' if self.passed else 'failed'}**", "",
-                 "| gate | value | threshold | verdict | reason |", "|---|---|---|---|---|"]  # fmt: skip
-        for row in self.rows():
-            value = "n/a" if row["value"] is None else f"{row['value']:.4g}"
-            reason = row["reason"].replace("|", "\\|")
-            lines.append(f"| {row['gate']} | {value} | {row['threshold']:g} | {row['verdict']} | {reason} |")
-        return "\n".join(lines) + "\n"
-
-    def csv(self) -> str:
-        """The gate table as CSV (an empty cell for an undefined value)."""
-        out = io.StringIO()
-        writer = csv.DictWriter(out, ["gate", "value", "threshold", "verdict", "reason"], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows())
-        return out.getvalue()
-
-    def write_table(self, folder: Path) -> list[Path]:
-        """gates.csv and gates.md (one row per gate) in `folder`, each written atomically."""
-        from components.contracts.atomic import atomic_write_text
-
-        return [atomic_write_text(Path(folder) / GATES_CSV, self.csv()), atomic_write_text(Path(folder) / GATES_MD, self.markdown())]
-
-    def outcome(self, champion: "Champion | None") -> dict:
-        """The start of decision.json: the verdict, every gate's result and the champion judged against."""
-        return {"passed": self.passed, "gates": self.to_dict()["results"], "champion": champion.version if champion else None}
-
-    def run_metrics(self) -> dict[str, float]:
-        """gate.<name>.value (when a number) and gate.<name>.threshold (when finite: a gate switched
-        off has none), for the register run."""
-        out = {}
-        for r in self.results:
-            if isinstance(r.value, (int, float)):
-                out[f"{GATE_PREFIX}{r.name}.value"] = r.value
-            if math.isfinite(r.threshold):
-                out[f"{GATE_PREFIX}{r.name}.threshold"] = r.threshold
-        return out
-
     def verdicts(self) -> dict[str, bool]:
         """Gate name -> passed."""
         return {r.name: r.passed for r in self.results}
-
-    def details(self) -> dict[str, GateDetail]:
-        """Gate name -> what it measured, its threshold and its reason (as the version records them)."""
-        return {r.name: GateDetail(r.value, r.threshold, r.reason) for r in self.results}
-
-    def run_tags(self) -> dict[str, str]:
-        """gate.<name> = pass | fail, and gate.passed, for the register run (the version tags' encoder)."""
-        return VersionTags(gate_passed=self.passed, gates=self.verdicts()).to_tags()
 
 
 Metrics = EvaluationSummary | Mapping
@@ -188,16 +132,6 @@ Metrics = EvaluationSummary | Mapping
 def _view(metrics: Metrics) -> Mapping:
     """The summary as the dict of metrics.json (absent fields absent), or the dict given."""
     return metrics.to_dict() if isinstance(metrics, EvaluationSummary) else metrics
-
-
-def metrics_to_tags(metrics: Metrics) -> dict[str, str]:
-    """Finite numbers of metrics.json as version tags: {'metric.consistency.p_value': '0.088', ...}."""
-    return VersionTags(metrics=finite_numbers(_view(metrics))).to_tags()
-
-
-def metrics_from_tags(tags: Mapping[str, str]) -> dict:
-    """Inverse of `metrics_to_tags` (other tags and unparsable values are ignored)."""
-    return VersionTags.from_tags(tags).metrics_tree()
 
 
 # --- reading the summary --------------------------------------------------------------------------
@@ -689,19 +623,3 @@ def evaluate_gates(metrics: Metrics, gate: GateConfig, champion: Champion | None
     view = _view(metrics)
     results = [judge(spec, view, gate, champion) for spec in (*GATES.values(), *CHAMPION_GATES.values())]
     return GateDecision(passed=all(r.passed for r in results), results=results)
-
-
-def registration_tags(decision: GateDecision, champion: Champion | None, summary: EvaluationSummary,
-                      provenance: Provenance, params: Mapping[str, str] | None = None) -> VersionTags:  # fmt: skip
-    """The tags a version is registered with: every gate's verdict, value, threshold and reason, the
-    champion it was judged against, the metrics it was judged on, what it was built from and the
-    training-relevant `params` (dotted path -> value, `binding.version_params`)."""
-    return VersionTags(
-        gate_passed=decision.passed,
-        gates=decision.verdicts(),
-        gate_details=decision.details(),
-        champion_at_registration=champion.version if champion else NO_CHAMPION,
-        metrics=summary.numbers(),
-        provenance=provenance,
-        params=dict(params or {}),
-    )

@@ -3,7 +3,8 @@
 `gate_and_register` judges the evaluation's summary with the gates (against the base model and the
 reigning @champion), writes the gate table and `decision.json` into the registry folder, and on a
 pass registers the evaluated adapter (after `binding.check_evaluated`: what is registered is what
-was evaluated) and moves the alias. Inside `dvc exp run` (DVC_EXP_NAME set) a pass registers
+was evaluated) from the LoggedModel its training logged, and moves the alias; the verdict becomes
+that LoggedModel's tags either way. Inside `dvc exp run` (DVC_EXP_NAME set) a pass registers
 nothing unless `registry.register_experiments` says so: an experiment is compared with
 `dvc exp show`, not promoted. Idempotent: the same adapter and metrics give the same version.
 The caller owns the MLflow run the tags and metrics go to.
@@ -19,7 +20,7 @@ from typing import Any
 from components.config import Params
 from components.contracts.atomic import atomic_write_json
 from components.contracts.summary import EvaluationSummary
-from components.tracking import runs
+from components.tracking import logged_model, runs
 
 DECISION_FILE = "decision.json"
 
@@ -48,20 +49,37 @@ def version_description(summary: EvaluationSummary, gates: int) -> str:
     )
 
 
+def _logged_model(params: Params, summary: EvaluationSummary, checkpoint: Path) -> str | None:
+    """The LoggedModel the train step logged for the evaluated adapter, with this registry's
+    packaging (None: the base model was evaluated, or no such model: registration logs one)."""
+    from components.contracts.checkpoint import ADAPTER_DIR
+
+    evaluated = summary.evaluated.adapter_sha256 if summary.evaluated is not None else None
+    adapter = checkpoint / ADAPTER_DIR
+    if evaluated is None or not adapter.is_dir() or logged_model.adapter_sha256(adapter) != evaluated:
+        return None
+    return logged_model.find_adapter_model(evaluated, params.registry.package_base_model)
+
+
 def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: Path, checkpoint: Path) -> Registration:
     """Judge, write the verdict, and register the adapter in `checkpoint` when every gate passes."""
     from components.contracts.checkpoint import ADAPTER_DIR
     from components.release.binding import check_evaluated, registration_fingerprint, version_params, version_provenance
-    from components.release.gate import evaluate_gates, registration_tags
+    from components.release.gate import evaluate_gates
+    from components.release.gate_record import decision_outcome, registration_tags, run_metrics, run_tags, write_gate_table
     from components.tracking import model_registry
 
     reg = params.registry
     reigning = model_registry.champion(reg.model_name, reg.champion_alias)
     decision = evaluate_gates(summary, params.gate, reigning)
-    outcome: dict[str, Any] = decision.outcome(reigning)
-    runs.log_metrics(decision.run_metrics())
-    runs.set_tags(decision.run_tags())
-    table = decision.write_table(params.paths.registry)
+    outcome: dict[str, Any] = decision_outcome(decision, reigning)
+    runs.log_metrics(run_metrics(decision))
+    runs.set_tags(run_tags(decision))
+    model_id = _logged_model(params, summary, checkpoint)
+    if model_id:  # the verdict on the LoggedModel, refused ones too
+        logged_model.set_verdict(model_id, decision.passed, decision.reasons())
+        runs.set_tags({"registry.model_id": model_id})
+    table = write_gate_table(decision, params.paths.registry)
     experiment = os.environ.get("DVC_EXP_NAME")  # set by DVC inside `dvc exp run`
     if decision.passed and experiment and not reg.register_experiments:
         outcome["registered"] = False
@@ -83,7 +101,8 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
             package_base_model=reg.package_base_model,
             fingerprint=registration_fingerprint(adapter, metrics_path),
             lock_timeout=reg.lock_timeout_seconds,
-            description=version_description(summary, len(decision.rows())),
+            description=version_description(summary, len(decision.results)),
+            model_id=model_id,
         )
         runs.set_tags({"registry.version": version.version, "registry.reused": str(version.reused).lower()})
         outcome.update(version.outcome())

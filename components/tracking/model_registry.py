@@ -190,6 +190,36 @@ def _move_alias_forward(client, name: str, alias: str, version: str) -> bool:
     return True
 
 
+def log_pyfunc(adapter_dir: Path, base_model_dir: Path, dtype: str = "float32", package_base_model: bool = False, tags: dict | None = None):
+    """Log the adapter (+ base-model provenance, optionally the base itself) as a pyfunc LoggedModel
+    of the active run; returns MLflow's `ModelInfo` (`model_id`, `model_uri`)."""
+    import mlflow
+    from mlflow.models import infer_signature
+
+    base_model_dir = Path(base_model_dir).resolve()
+    artifacts = {"adapter": str(adapter_dir), "provenance": str(base_model_dir / PROVENANCE_FILE)}
+    if package_base_model:
+        artifacts["base_model"] = str(base_model_dir)
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # the params schema lives in the explicit signature, and an input example would make MLflow
+        # load the whole model once more just to validate it: both advisories are moot here
+        warnings.filterwarnings("ignore", message=".*(type hints|input example).*")
+        # copy so that later runs cannot alter what the model points at
+        staged = Path(tmp) / "adapter"
+        shutil.copytree(adapter_dir, staged)
+        artifacts["adapter"] = str(staged)
+        return mlflow.pyfunc.log_model(
+            name="adapter",
+            python_model=str(ENTRY_POINT),
+            code_paths=[str(PACKAGE_DIR)],
+            signature=infer_signature(["What should I invest in?"], ["A diversified index fund."], params=dict(PREDICT_PARAMS)),
+            artifacts=artifacts,
+            model_config={"base_model_dir": str(base_model_dir), "dtype": dtype},
+            pip_requirements=PIP_REQUIREMENTS,
+            tags=tags,
+        )
+
+
 def register_adapter(
     adapter_dir: Path,
     base_model_dir: Path,
@@ -201,14 +231,14 @@ def register_adapter(
     fingerprint: str | None = None,
     lock_timeout: float = 120.0,
     description: str | None = None,
+    model_id: str | None = None,
 ) -> RegisteredVersion:
-    """Log adapter (+ base-model provenance, optionally the base itself) as a pyfunc in the active
-    run, register it as a new version of `model_name` with `tags` (`VersionTags`, or raw tags
-    decoded by it) and `description` (its verdict and figures), and move `alias` forward to it.
+    """Register LoggedModel `model_id` (the trained adapter the train step logged; None: log the
+    adapter now, `log_pyfunc`) as a new version of `model_name` with `tags` (`VersionTags`, or raw
+    tags decoded by it) and `description` (its verdict and figures), and move `alias` forward to it.
 
     With a `fingerprint` already registered, returns that version instead (idempotent)."""
     import mlflow
-    from mlflow.models import infer_signature
 
     run = mlflow.active_run()
     if run is None:
@@ -225,29 +255,12 @@ def register_adapter(
                 moved = _move_alias_forward(client, model_name, alias, str(existing.version))
             return RegisteredVersion(model_name, str(existing.version), alias, existing.run_id or run.info.run_id, True, moved)
 
-    base_model_dir = Path(base_model_dir).resolve()
-    artifacts = {"adapter": str(adapter_dir), "provenance": str(base_model_dir / PROVENANCE_FILE)}
-    if package_base_model:
-        artifacts["base_model"] = str(base_model_dir)
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        # the params schema lives in the explicit signature, and an input example would make MLflow
-        # load the whole model once more just to validate it: both advisories are moot here
-        warnings.filterwarnings("ignore", message=".*(type hints|input example).*")
-        # copy so that later runs cannot alter what the version points at
-        staged = Path(tmp) / "adapter"
-        shutil.copytree(adapter_dir, staged)
-        artifacts["adapter"] = str(staged)
-        info = mlflow.pyfunc.log_model(
-            name="model",
-            python_model=str(ENTRY_POINT),
-            code_paths=[str(PACKAGE_DIR)],
-            signature=infer_signature(["What should I invest in?"], ["A diversified index fund."], params=dict(PREDICT_PARAMS)),
-            artifacts=artifacts,
-            model_config={"base_model_dir": str(base_model_dir), "dtype": dtype},
-            pip_requirements=PIP_REQUIREMENTS,
-        )
+    with tempfile.TemporaryDirectory() as tmp:
+        if model_id is None:
+            model_id = log_pyfunc(adapter_dir, base_model_dir, dtype, package_base_model).model_id
+        model_uri = f"models:/{model_id}"
         # what the version will run, hashed from the store itself (tags live in the tracking DB)
-        logged = Path(mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(Path(tmp) / "logged")))
+        logged = Path(mlflow.artifacts.download_artifacts(model_uri, dst_path=str(Path(tmp) / "logged")))
         tags.update(manifest_tags(manifest_of(logged)))
     with registry_lock(model_name, lock_timeout):
         if fingerprint and (existing := find_version(model_name, fingerprint)) is not None:
@@ -255,7 +268,7 @@ def register_adapter(
             return RegisteredVersion(model_name, str(existing.version), alias, existing.run_id or run.info.run_id, True, moved)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*already exists.*")
-            created = mlflow.register_model(info.model_uri, model_name, tags=tags)
+            created = mlflow.register_model(model_uri, model_name, tags=tags)
         version = str(created.version)
         if description:
             client.update_model_version(model_name, version, description=description)

@@ -11,14 +11,15 @@ import pytest
 import yaml
 
 from components.config import EvalConfig, GateConfig
+from components.contracts.summary import finite_numbers
+from components.contracts.version_tags import VersionTags
 from components.release.gate import (
     CHAMPION_GATES,
     GATES,
     Champion,
     evaluate_gates,
-    metrics_from_tags,
-    metrics_to_tags,
 )
+from components.release.gate_record import gate_markdown, gate_rows, run_metrics
 from components.release.promotion import promotion_check
 
 GATE = GateConfig(
@@ -667,26 +668,36 @@ def test_champion_without_recorded_metrics_is_not_judged():
     assert gate.passed and "champion v1 has no recorded consistency.tuned_mean_gap" in gate.reason
 
 
+def as_tags(metrics: dict) -> dict[str, str]:
+    """metrics.json's finite numbers as a version's `metric.*` tags (how a champion's metrics are stored)."""
+    return VersionTags(metrics=finite_numbers(metrics)).to_tags()
+
+
+def from_tags(tags: dict[str, str]) -> dict:
+    """A version's tags read back as the metrics tree the champion gates judge."""
+    return VersionTags.from_tags(tags).metrics_tree()
+
+
 def test_metrics_round_trip_through_version_tags():
     metrics = good_metrics()
-    tags = metrics_to_tags(metrics)
+    tags = as_tags(metrics)
     assert tags["metric.consistency.p_value"] == "0.004"
     assert "metric.consistency.significant" not in tags  # booleans are not metrics
-    back = metrics_from_tags({**tags, "gate.passed": "true", "metric.bad": "x"})
+    back = from_tags({**tags, "gate.passed": "true", "metric.bad": "x"})
     assert back["consistency"]["tuned_mean_gap"] == 0.30 and back["diversity"]["n_tasks"] == 2.0
     assert "bad" not in back
 
 
 def test_gate_table_rows_and_markdown():
     decision = evaluate_gates(with_values("consistency", q_value=0.3), GATE)
-    rows = decision.rows()
+    rows = gate_rows(decision)
     assert [r["gate"] for r in rows][:6] == ["no_nan", "heldout", "truncation", "gap_reduction", "significance", "helpfulness"]
     significance_row = next(r for r in rows if r["gate"] == "significance")
     assert significance_row == {
         "gate": "significance", "value": 0.3, "threshold": 0.01, "verdict": "fail",
         "reason": f"significance: q = 0.3 > 0.01 ({TEST})",
     }  # fmt: skip
-    markdown = decision.markdown()
+    markdown = gate_markdown(decision)
     assert markdown.startswith("**Gates: failed**")
     assert "| significance | 0.3 | 0.01 | fail |" in markdown
 
@@ -700,7 +711,7 @@ def version_tags(passed: bool = True, **consistency) -> dict[str, str]:
     verdicts = {f"gate.{name}": "pass" for name in GATES}
     if not passed:
         verdicts["gate.significance"] = "fail"
-    return {"gate.passed": str(passed).lower(), **verdicts, **metrics_to_tags(metrics)}
+    return {"gate.passed": str(passed).lower(), **verdicts, **as_tags(metrics)}
 
 
 def test_promotion_needs_passed_registration_gates():
@@ -713,7 +724,7 @@ def test_promotion_needs_passed_registration_gates():
 
 
 def test_promotion_rechecks_against_the_reigning_champion():
-    better_champion = Champion("7", metrics_from_tags(version_tags(tuned_mean_gap=0.1)))
+    better_champion = Champion("7", from_tags(version_tags(tuned_mean_gap=0.1)))
     refused = promotion_check(version_tags(), better_champion, GATE)
     assert not refused.passed
     assert [r.split(":")[0] for r in refused.reasons()] == ["champion_gap"]
@@ -762,7 +773,7 @@ def test_fairness_fails_without_the_benchmark_and_is_off_when_null():
     assert not gate.passed and "gender_female" in gate.reason
     off = GATE.model_copy(update={"max_discrimination_increase": None})
     decision, gate = result(good_metrics() | {"fairness": {}}, "fairness", off)
-    assert gate.passed and "gate off" in gate.reason and "gate.fairness.threshold" not in decision.run_metrics()
+    assert gate.passed and "gate off" in gate.reason and "gate.fairness.threshold" not in run_metrics(decision)
 
 
 def test_length_growth_refuses_consistency_bought_with_length():
@@ -823,7 +834,7 @@ def test_profile_correlation_refuses_a_model_that_decides_every_question_alike()
 
 def test_fairness_scores_round_trip_through_version_tags():
     metrics = good_metrics()
-    back = metrics_from_tags(metrics_to_tags(metrics))
+    back = from_tags(as_tags(metrics))
     assert back["fairness"]["discrim_eval"]["scores"]["gender_female"]["base_score"] == pytest.approx(0.044)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.contracts.summary import read_summary
+from components.contracts.summary import finite_numbers, read_summary
 from components.contracts.version_tags import (
     NO_CHAMPION,
     GateDetail,
@@ -14,7 +14,8 @@ from components.contracts.version_tags import (
     RollbackRecord,
     VersionTags,
 )
-from components.release.gate import GATES, Champion, evaluate_gates, metrics_to_tags, registration_tags
+from components.release.gate import GATES, Champion, evaluate_gates
+from components.release.gate_record import registration_tags, run_tags
 from components.release.promotion import promotion_check
 from tests.unit.test_gate import GATE
 
@@ -105,9 +106,9 @@ def test_registration_tags_carry_verdicts_metrics_and_provenance():
     assert float(tags["metric.consistency.tuned_mean_gap"]) == summary.consistency.tuned_mean_gap
     assert "metric.consistency.base_mean_words" in tags  # the file's key, not the field's name
     assert not any(key.startswith("metric.schema_version") for key in tags)
-    assert {k: v for k, v in tags.items() if k.startswith("metric.")} == metrics_to_tags(
-        json.loads((ROOT / "results/consistency/arms/grpo/metrics.json").read_text())
-    )
+    assert {k: v for k, v in tags.items() if k.startswith("metric.")} == VersionTags(
+        metrics=finite_numbers(json.loads((ROOT / "results/consistency/arms/grpo/metrics.json").read_text()))
+    ).to_tags()
     # what the champion gates read back from a registered champion
     champion = Champion("1", VersionTags.from_tags(tags).metrics_tree())
     assert champion.metrics["consistency"]["tuned_helpfulness"] == summary.consistency.tuned_helpfulness
@@ -229,7 +230,7 @@ def test_the_model_card_shows_every_headline_metric_registration_records():
 def test_register_run_tags_are_the_version_tags_gate_record():
     summary = read_summary(ROOT / "results/consistency/arms/grpo/metrics.json")
     decision = evaluate_gates(summary, GATE)
-    tags = decision.run_tags()
+    tags = run_tags(decision)
     assert registration_tags(decision, None, summary, Provenance()).gate_tags() == {**tags, "gate.champion_at_registration": "none"}
     assert tags["gate.passed"] == str(decision.passed).lower()
     assert {k: v for k, v in tags.items() if k != "gate.passed"} == {
