@@ -40,7 +40,7 @@ def test_show_params_applies_profile(tmp_path):
 
 
 def test_own_model_example_with_the_default_profile_shows_whole_answers(tmp_path, monkeypatch):
-    """A params file of one's own with `profile: default` gets the measured defaults (components/config.py)."""
+    """A params file of one's own with `profile: default` gets the measured defaults (components/config/)."""
     monkeypatch.delenv("GROUPWISE_PROFILE", raising=False)  # the file's own `profile` key decides
     example = ROOT / "examples" / "own-model" / "params.yaml"
     own = tmp_path / "params.yaml"

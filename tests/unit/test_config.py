@@ -246,11 +246,11 @@ def _differences(shown, typed, where: str) -> list[str]:
     if isinstance(shown, dict) and isinstance(typed, dict):
         return [d for key in sorted(set(shown) | set(typed), key=str)
                 for d in _differences(shown.get(key), typed.get(key), f"{where}.{key}" if where else str(key))]  # fmt: skip
-    return [] if shown == typed else [f"{where}: params.yaml {shown!r}, components/config.py {typed!r}"]
+    return [] if shown == typed else [f"{where}: params.yaml {shown!r}, components/config/ {typed!r}"]
 
 
 def test_params_yaml_restates_the_typed_defaults_and_nothing_else():
-    """components/config.py is the one source of every default: each value the sections of params.yaml
+    """components/config/ is the one source of every default: each value the sections of params.yaml
     set (not its profiles, not the project's studies) must equal the typed default, or a params file
     of one's own (which gets the typed defaults) would run other settings than the documented ones."""
     from components.config import Params
@@ -268,7 +268,7 @@ def test_the_drift_check_sees_a_changed_value():
 
     typed = Params().model_dump(mode="json")
     changed = Params.model_validate({"train": {"max_new_tokens": 32}}).model_dump(mode="json")
-    assert _differences(changed, typed, "") == ["train.max_new_tokens: params.yaml 32, components/config.py 512"]
+    assert _differences(changed, typed, "") == ["train.max_new_tokens: params.yaml 32, components/config/ 512"]
 
 
 def test_a_params_file_of_ones_own_gets_the_repository_defaults(tmp_path):
@@ -332,11 +332,10 @@ def test_one_fingerprint_policy_for_saved_work():
 def test_a_changed_default_keeps_the_fingerprint_of_work_saved_under_the_former_one(monkeypatch):
     """FORMER_DEFAULTS: train.steps defaulted to 7 once and 4 now (a pretend change). Work saved then
     at 7 hashed without the field; it must still match, and a run at the new default must not."""
-    import components.config as config
-    from components.config import Params
+    from components.config import Params, migrations
 
     saved_then = Params().fingerprint({"train"})  # the field left out, as it was at its default
-    monkeypatch.setattr(config, "FORMER_DEFAULTS", {**config.FORMER_DEFAULTS, ("train", "steps"): 7})
+    monkeypatch.setattr(migrations, "FORMER_DEFAULTS", {**migrations.FORMER_DEFAULTS, ("train", "steps"): 7})
     at_former = Params.model_validate({"train": {"steps": 7}})
     assert at_former.fingerprint({"train"}) == saved_then
     assert Params().fingerprint({"train"}) != saved_then  # the new default is counted

@@ -1,0 +1,104 @@
+"""Old params read by today's code: renamed keys and TRL's names (read with a warning), defaults that changed and rewards added to the defaults (the fingerprint leaves them out at their former value)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from components.config.base import ParamsError
+
+# defaults that changed, with their former values: saved work left such a field out at its former
+# default, so the fingerprint keeps leaving it out at that value and counts the new default
+FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
+    ("train", "rollout", "engine"): "transformers",
+    ("train", "rollout", "vllm", "dtype"): "bfloat16",
+    ("eval", "dtype"): "bfloat16",
+    # the paired-consistency objective became the default (the paper's reward is the `paper` profile)
+    ("data", "max_chars"): 600,
+    ("data", "max_prompt_tokens"): 256,
+    ("data", "decision_groups"): None,
+    ("train", "groups_per_step"): 2,
+    ("train", "decision_groups_per_step"): None,
+    ("train", "lr"): 1e-4,
+    ("train", "decision_pairing", "weight"): 0.0,
+    ("reward", "weights"): {"entropy_helpfulness": 0.4, "stability": 0.6},
+}
+
+# rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out
+ADDED_DEFAULT_REWARDS: tuple[str, ...] = ("instruction_compliance",)
+
+
+class ParamsDeprecationWarning(FutureWarning):
+    """An old params.yaml key, still read for one release; the message names the new key."""
+
+
+# old key -> new key (dotted, inside params.yaml); read for one release with a warning
+RENAMED_KEYS = {
+    "lora.alpha": "lora.lora_alpha",
+    "train.advantage.alpha": "train.advantage.seed_alpha",
+    "eval.alpha": "eval.significance_level",
+}
+_MISSING = object()
+
+
+def _pop_dotted(raw: dict, dotted: str) -> Any:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for key in parents:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node.pop(leaf, _MISSING) if isinstance(node, dict) else _MISSING
+
+
+def _set_dotted(raw: dict, dotted: str, value: Any, where: str, old: str) -> None:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for key in parents:
+        node = node.setdefault(key, {})
+    if leaf in node and node[leaf] != value:
+        raise ParamsError(f"{where}: {old} ({value!r}) and {dotted} ({node[leaf]!r}) both given; keep {dotted}")
+    node[leaf] = value
+
+
+# TRL's GRPOConfig names (TRL 1.16) for the knobs that mean the same here: accepted anywhere a key is
+# (params files, profiles, studies, -S), read as groupwise's own
+TRL_PARAM_ALIASES: dict[str, tuple[str, ...]] = {
+    "train.learning_rate": ("train.lr",),
+    "train.num_generations": ("train.samples_per_prompt",),
+    "train.max_completion_length": ("train.max_new_tokens",),
+    "train.epsilon": ("train.epsilon_low", "train.epsilon_high"),  # TRL: epsilon_high defaults to epsilon
+    "train.lr_scheduler_type": ("train.lr_scheduler",),
+}
+
+
+def migrate_keys(raw: dict, where: str) -> dict:
+    """`raw` (params.yaml, a profile or overrides) with the old keys of `RENAMED_KEYS` and
+    `gate.max_p_value` moved to their new homes, each with a `ParamsDeprecationWarning` naming it.
+
+    gate.max_p_value: 1 (off) becomes gate.require_significance: false; a level below 1 becomes
+    eval.significance_level (the one home of the significance level) with require_significance: true.
+    """
+    import warnings
+
+    raw = copy.deepcopy(raw)
+    for alias, names in TRL_PARAM_ALIASES.items():
+        value = _pop_dotted(raw, alias)
+        if value is not _MISSING:
+            for name in names:
+                _set_dotted(raw, name, value, where, alias)
+    for old, new in RENAMED_KEYS.items():
+        value = _pop_dotted(raw, old)
+        if value is not _MISSING:
+            warnings.warn(f"{where}: {old} is deprecated, use {new}", ParamsDeprecationWarning, stacklevel=3)
+            _set_dotted(raw, new, value, where, old)
+    value = _pop_dotted(raw, "gate.max_p_value")
+    if value is not _MISSING:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
+            warnings.warn(f"{where}: gate.max_p_value: {value} is deprecated, use gate.require_significance: false",
+                          ParamsDeprecationWarning, stacklevel=3)  # fmt: skip
+            _set_dotted(raw, "gate.require_significance", False, where, "gate.max_p_value")
+        else:
+            warnings.warn(f"{where}: gate.max_p_value is deprecated, use eval.significance_level (the level of the "
+                          "tests and the gate alike) and gate.require_significance: true", ParamsDeprecationWarning, stacklevel=3)  # fmt: skip
+            _set_dotted(raw, "eval.significance_level", value, where, "gate.max_p_value")
+            _set_dotted(raw, "gate.require_significance", True, where, "gate.max_p_value")
+    return raw
