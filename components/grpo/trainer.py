@@ -64,6 +64,11 @@ class NoResumeStateError(ResumeError, FileNotFoundError):
     """`--resume` found no saved training state."""
 
 
+# a step's phases (metrics of every step; components.grpo.update.PhaseClock times the update's)
+TIME_PHASES = {"rollouts": "generation_time_s", "reward": "time/reward_s", "reference": "time/reference_s",
+               "forward/backward": "time/forward_backward_s", "optimizer": "time/optimizer_s"}  # fmt: skip
+
+
 @dataclass
 class TrainResult:
     checkpoint_dir: Path
@@ -76,6 +81,21 @@ class TrainResult:
     @property
     def final(self) -> dict[str, float]:
         return self.history[-1] if self.history else {}
+
+    def time_shares(self) -> dict[str, float]:
+        """Where the steps' time went: each phase's share of the summed `step_time_s` (`TIME_PHASES`;
+        "other" the rest). Empty without timed steps."""
+        total = sum(h.get("step_time_s", 0.0) for h in self.history)
+        if total <= 0:
+            return {}
+        shares = {name: sum(h.get(key, 0.0) for h in self.history) / total for name, key in TIME_PHASES.items()}
+        shares = {name: share for name, share in shares.items() if share > 0}
+        return shares | {"other": max(0.0, 1.0 - sum(shares.values()))}
+
+    def time_line(self) -> str:
+        """`time_shares` in one line: "time: rollouts 61 %, reward 4 %, ..." (empty without timed steps)."""
+        shares = self.time_shares()
+        return "time: " + ", ".join(f"{name} {share:.0%}".replace("%", " %") for name, share in shares.items()) if shares else ""
 
 
 def seed_everything(seed: int) -> None:
