@@ -205,7 +205,7 @@ def base_weights_sha256(params: Params, base_model_dir: Path) -> str | None:
     return None if params.paths.base_outputs is None else verified_base_model(base_model_dir).weights_sha256
 
 
-def kept_base_outputs(params: Params, weights_sha256: str | None, engine: str, dtype: str) -> BaseOutputs:
+def cached_base_outputs(params: Params, weights_sha256: str | None, engine: str, dtype: str) -> BaseOutputs:
     """The base model's kept outputs (`paths.base_outputs`) for this base, engine, dtype and machine."""
     if params.paths.base_outputs is None or weights_sha256 is None:
         return BaseOutputs(None, {})
@@ -220,14 +220,14 @@ def score_fairness(engine: GenerationEngine, params: Params, adapter: Path | Non
     return run_decisions(engine, cfg, data_dir, adapter, kept), run_bbq(engine, cfg, data_dir, adapter, kept)
 
 
-def decide_apart(
+def score_fairness_on_own_engine(
     params: Params, base_model_dir: Path, adapter: Path | None, weights_sha256: str | None = None
 ) -> tuple[list, BbqAnswers | None]:
     """`score_fairness` on an engine of its own in `eval.fairness.dtype` (the engine kind of
     `eval.engine`, its fallback rule included); `weights_sha256` keys the base's kept outputs."""
     engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
     try:
-        return score_fairness(engine, params, adapter, kept_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype))
+        return score_fairness(engine, params, adapter, cached_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype))
     finally:
         engine.close()
 
@@ -267,7 +267,7 @@ def evaluate_models(
         choice, owned = EngineChoice(engine.name, engine.name), False
     reused = {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
     try:
-        kept = kept_base_outputs(params, weights_sha256, choice.used, params.eval.dtype)
+        kept = cached_base_outputs(params, weights_sha256, choice.used, params.eval.dtype)
         if base_outputs is not None:
             if len(base_outputs) != len(prompts) or any(len(row) != sampling.n for row in base_outputs):
                 raise EvaluationInputError("base_outputs do not match this evaluation's prompts and samples_per_prompt")
@@ -289,7 +289,7 @@ def evaluate_models(
         if owned:
             engine.close()
     if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
-        decisions, bbq = decide_apart(params, base_model_dir, adapter, weights_sha256)
+        decisions, bbq = score_fairness_on_own_engine(params, base_model_dir, adapter, weights_sha256)
 
     samples = samples_frame(selected, base_out, tuned_out)
     rows_c, rows_d = score_samples(params, selected, samples)

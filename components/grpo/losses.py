@@ -8,7 +8,7 @@ components.grpo.policy_losses, chosen by `train.policy_loss`):
     k3_it  = exp(logp_ref_it - logp_it) - (logp_ref_it - logp_it) - 1     (Schulman 2020)
 
 With rollouts from another engine (vLLM), the surrogate is multiplied by a truncated importance
-weight w_it for the engine/trainer mismatch before the KL term is added (components.grpo.mismatch).
+weight w_it for the engine/trainer mismatch before the KL term is added (components.grpo.importance_sampling).
 
 With `kl_ratio_correction` the KL term is rho_it * k3_it, whose gradient is the unbiased reverse-KL
 gradient also off-policy (DeepSeek-V3.2, arXiv:2512.02556; TRL's `use_bias_correction_kl`).

@@ -5,7 +5,7 @@
             logp  = log pi_theta(o_t | q, o_<t)                       (with grad)
             old   = logp.detach() if mu == 1 else log-probs stored before the first update
             w_is  = truncated importance weight old vs the rollout engine's log-probs (vLLM
-                    rollouts only; components.grpo.mismatch), computed once per batch
+                    rollouts only; components.grpo.importance_sampling), computed once per batch
             ref   = log pi_ref (adapter disabled), computed once per batch, only when beta > 0
             loss  = sum_i w_i sum_t l_it m_it          (l_it: the `train.policy_loss` surrogate,
                                                         components.grpo.policy_losses, + beta k3;
@@ -32,6 +32,7 @@ from components.config import TrainConfig
 from components.contracts.errors import UserError
 from components.contracts.rollouts import GroupBatch
 from components.grpo.distributed import DistContext
+from components.grpo.importance_sampling import importance_weights, pack_engine_logprobs
 from components.grpo.logprobs import (
     PackedBatch,
     SharedPromptBatch,
@@ -41,7 +42,6 @@ from components.grpo.logprobs import (
     shared_prompt_logprobs,
 )
 from components.grpo.losses import clipped_token_loss, get_loss_type
-from components.grpo.mismatch import importance_weights, pack_engine_logprobs
 from components.grpo.reference import BASE, Reference
 
 

@@ -70,9 +70,9 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
     from components.tracking import model_registry
 
     reg = params.registry
-    reigning = model_registry.champion(reg.model_name, reg.champion_alias)
-    decision = evaluate_gates(summary, params.gate, reigning)
-    outcome: dict[str, Any] = decision_outcome(decision, reigning)
+    current_champion = model_registry.champion(reg.model_name, reg.champion_alias)
+    decision = evaluate_gates(summary, params.gate, current_champion)
+    outcome: dict[str, Any] = decision_outcome(decision, current_champion)
     runs.log_metrics(run_metrics(decision))
     runs.set_tags(run_tags(decision))
     model_id = _logged_model(params, summary, checkpoint)
@@ -96,7 +96,7 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
             params.paths.base_model,
             reg.model_name,
             reg.alias,
-            registration_tags(decision, reigning, summary, version_provenance(params), version_params(params)),
+            registration_tags(decision, current_champion, summary, version_provenance(params), version_params(params)),
             dtype=params.model.dtype,
             package_base_model=reg.package_base_model,
             fingerprint=registration_fingerprint(adapter, metrics_path),

@@ -32,7 +32,7 @@ COMMAND = "groupwise study"
 COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "summary.md",
           "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
 SAMPLES_FILE = "samples.csv"  # the evaluation's samples (reports folder)
-KEPT_SAMPLES = "samples.csv.gz"  # an arm's samples, kept beside its results
+ARM_SAMPLES_FILE = "samples.csv.gz"  # an arm's samples, kept beside its results
 CONSISTENCY = "consistency"  # the `study` section's name
 
 
@@ -95,7 +95,7 @@ def arm_params(params: Params, study: Study, name: str) -> Params:
     )  # fmt: skip
 
 
-NOT_RESULTS = {
+RESULT_INDEPENDENT_SECTIONS = {
     "paths",
     "tracking",
     "registry",
@@ -108,8 +108,8 @@ NOT_RESULTS = {
 
 
 def arm_fingerprint(params: Params, kind: str) -> str:
-    """What an arm's results depend on (`Params.fingerprint`): every section but `NOT_RESULTS`, and its kind."""
-    return params.fingerprint(set(Params.model_fields) - NOT_RESULTS - {"root"}, kind=kind)
+    """What an arm's results depend on (`Params.fingerprint`): every section but `RESULT_INDEPENDENT_SECTIONS`, and its kind."""
+    return params.fingerprint(set(Params.model_fields) - RESULT_INDEPENDENT_SECTIONS - {"root"}, kind=kind)
 
 
 def built_groups_sha256(params: Params) -> str | None:
@@ -163,7 +163,7 @@ def write_results(params: Params, record: dict, out: Path) -> None:
                 shutil.copy2(params.paths.reports / file, tmp / file)
         samples = params.paths.reports / SAMPLES_FILE
         if samples.is_file():  # kept, compressed: a metric added later can be scored from them (`run.score_samples`)
-            with samples.open("rb") as src, gzip.open(tmp / KEPT_SAMPLES, "wb", compresslevel=9) as dst:
+            with samples.open("rb") as src, gzip.open(tmp / ARM_SAMPLES_FILE, "wb", compresslevel=9) as dst:
                 shutil.copyfileobj(src, dst)
         if record["kind"] == "train":
             shutil.copy2(CheckpointLayout(params.paths.checkpoints).latest / LOG_FILE, tmp / LOG_FILE)

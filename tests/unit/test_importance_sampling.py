@@ -14,8 +14,8 @@ from components.config import ImportanceSamplingConfig
 from components.contracts.rollouts import GroupBatch
 from components.grpo.advantages import grpo_advantage
 from components.grpo.distributed import DistContext
+from components.grpo.importance_sampling import importance_weights
 from components.grpo.losses import clipped_token_loss
-from components.grpo.mismatch import importance_weights
 from components.grpo.update import _token_logprobs, plan_micro_batches, policy_update
 from tests.unit.test_grpo_engine import fixed_batch, lora_model, lora_state, params  # noqa: F401
 
