@@ -201,7 +201,7 @@ def study(
 
     pick_arms(load_study(params, name)[1], arm or None)  # an unknown study or arm: one line, before any server starts
     if report_only:
-        from flows.study_pool import collect_results, store_path
+        from components.study.pool_arms import collect_results, store_path
 
         resolved, chosen = load_study(params, name)
         collect_results(resolved, chosen, store_path(store))

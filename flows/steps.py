@@ -123,6 +123,15 @@ def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> Step
     return StepResult("prepare-benchmarks", run_id, outputs, {}, summary)
 
 
+def _engine_log(params: Params) -> None:
+    """vLLM's own log lines go to <paths.logs>/engines.log, not the console; said once per process and file."""
+    from components.generation.vllm_process import log_engines_to
+
+    path = params.paths.logs / "engines.log"
+    if log_engines_to(path):
+        print(f"[engines] vLLM's own log: {path}")
+
+
 @contextmanager
 def _resume_hint(state_dir: Path) -> Iterator[None]:
     """A full disk or a dead rollout engine during training: the one-line error also says where
@@ -156,6 +165,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.validation.precondition import ensure_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
+    _engine_log(params)
     layout = CheckpointLayout(params.paths.checkpoints)
     checkpoint, state_dir = layout.latest, layout.resume
     domains = params.train.domains
@@ -212,6 +222,7 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     from components.evaluation.run import evaluate_and_report, prepare_evaluation
 
     evaluated = prepare_evaluation(params)  # checks, and the hashes of what will be read, before anything is loaded
+    _engine_log(params)
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         result = evaluate_and_report(params, evaluated)
         runs.log_metrics(result.summary.to_dict(), prefix="eval.")

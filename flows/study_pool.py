@@ -12,18 +12,12 @@
   on a shared filesystem: `components.study.store`) each arm copies its checkpoints there while it
   trains and its results when done. Without a store the workers must share the submitter's project
   folder (one host).
-- A crashed arm is retried by Prefect: an exception, by the flow's retries (`ARM_RETRIES`); a run
-  whose process died (reported Crashed by its worker) or whose worker died with it (its heartbeats,
-  every `HEARTBEAT_SECONDS`, stop: the automation `SILENT_AUTOMATION` marks it Crashed after
-  `silent_after()` s) is rescheduled by the automation `CRASHED_AUTOMATION`, and any worker picks
-  it up; the arm then resumes from its newest state in the store. An arm gives up after
-  1 + `ARM_RETRIES` attempts in all.
+- A crashed arm is retried by Prefect and resumes from its newest state in the store
+  (`flows.study_deployment`: the deployment, its automations, the wait).
 """
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +25,6 @@ from pathlib import Path
 from prefect import flow
 
 from components.config import ParamsError
-from components.contracts.errors import UserError
 from components.study.domain import (
     Study,
     arm_done,
@@ -44,32 +37,22 @@ from components.study.domain import (
     study_params,
     trained,
 )
+from components.study.pool_arms import collect_results, pending_arms, pull_arm, store_path, waiting_arms
 from components.study.reports import report_files, write_study_report
-from components.study.store import STORE_ENV, ArmStore, Mirror, pull_checkpoints, pull_results, push_results
+from components.study.store import STORE_ENV, Mirror, push_results
 from flows.study import restore_start_adapter, run_arm
-
-DEPLOYMENT = "groupwise-study-arm"
-FLOW_NAME = "study-arm"
-POOL = "groupwise-study"
-ARM_RETRIES = 2
-HEARTBEAT_SECONDS = 30  # Prefect's minimum
-SILENT_AFTER_SECONDS = 90  # no heartbeat for this long: the run's worker is gone
-SILENT_ENV = "GROUPWISE_STUDY_SILENT_AFTER_SECONDS"  # another wait (at least HEARTBEAT_SECONDS + 10)
-SILENT_AUTOMATION = f"{DEPLOYMENT}: a run without heartbeats has crashed"
-CRASHED_AUTOMATION = f"{DEPLOYMENT}: reschedule a crashed run"
-PROJECT_DIR_ENV = "GROUPWISE_PROJECT_DIR"
-FINAL_EVENTS = ("Completed", "Failed", "Cancelled", "Crashed")
-RESCHEDULE_GRACE_SECONDS = 120  # a Crashed arm not scheduled again within this long counts as failed
-
-
-class StudyPoolError(UserError, RuntimeError):
-    """The work pool cannot run the study (no Prefect server, a failed arm, results not reachable)."""
-
-
-def store_path(store: str | Path | None) -> Path | None:
-    """The study store: `store`, else $GROUPWISE_STUDY_STORE, else none."""
-    value = store or os.environ.get(STORE_ENV)
-    return Path(value) if value else None
+from flows.study_deployment import (
+    ARM_RETRIES,
+    DEPLOYMENT,
+    FLOW_NAME,
+    POOL,
+    StudyPoolError,
+    deploy,
+    require_server,
+    runs_in_flight,
+    submit_arm,
+    wait_for_arms,
+)
 
 
 def _prepare_project(params, parent: str | None) -> None:
@@ -136,142 +119,7 @@ def start_adapter_here(params, study: Study, arm: str, parent: str | None, store
     restore_start_adapter(params, study, arm, parent)
 
 
-def pull_arm(store: Path, study: Study, name: str, arm_p, fingerprint: str) -> ArmStore:
-    """Copy from the store an arm's results (when they are for `fingerprint`) and the checkpoint
-    folders this worker lacks; returns the arm's folder in the store."""
-    box = ArmStore.of(store, study.folder, name)
-    pull_results(box, study.arm_dir(name), fingerprint)
-    for rel in pull_checkpoints(box.checkpoints(fingerprint), arm_p.paths.checkpoints):
-        print(f"[{study.folder}/{name}] from the store: {rel}")
-    return box
-
-
 # --- the submitting side ---------------------------------------------------------------------------
-
-
-def pending_arms(params, study: Study, arms: list[str]) -> list[str]:
-    """The arms that are not finished for their current params (or whose learning curve is not). By
-    params alone: the submitter builds no groups; each worker builds them and checks them itself."""
-    todo = []
-    for name in arms:
-        arm = arm_params(params, study, name)
-        if not arm_done(study, name, arm_fingerprint(arm, study.config.arms[name].kind)) or curve_pending(arm, study, name):
-            todo.append(name)
-    return todo
-
-
-def waiting_arms(study: Study, todo: list[str]) -> dict[str, str]:
-    """{arm: the unfinished arm it starts from} for the arms of `todo` that must wait (`start_from`):
-    they are submitted by a later `--submit`, once the adapter they start from exists."""
-    return {a: study.config.arms[a].start_from for a in todo if study.config.arms[a].start_from in todo}
-
-
-def collect_results(params, study: Study, store: Path | None) -> list[str]:
-    """Copy into results/ the store's results of the study's arms (those for their current params)."""
-    if store is None:
-        return []
-    got = []
-    for name in study.config.arms:
-        arm = arm_params(params, study, name)
-        if pull_results(ArmStore.of(store, study.folder, name), study.arm_dir(name), arm_fingerprint(arm, study.config.arms[name].kind)):
-            got.append(name)
-    return got
-
-
-def _require_server() -> str:
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    if not url:
-        raise StudyPoolError("study --submit needs a Prefect server that the workers reach too: set PREFECT_API_URL (docs/operations.md)")
-    return url
-
-
-def silent_after() -> int:
-    """Seconds without a heartbeat after which an arm's run counts as dead: $GROUPWISE_STUDY_SILENT_AFTER_SECONDS or 90."""
-    raw = os.environ.get(SILENT_ENV) or str(SILENT_AFTER_SECONDS)
-    if not raw.isdigit() or int(raw) < HEARTBEAT_SECONDS + 10:
-        raise ParamsError(f"{SILENT_ENV}={raw!r}: seconds, at least {HEARTBEAT_SECONDS + 10} (heartbeats come every {HEARTBEAT_SECONDS} s)")
-    return int(raw)
-
-
-def _automations(deployment_id, silent: int) -> list:
-    """A run of the deployment silent for `silent` s is Crashed; a Crashed run is scheduled again."""
-    from prefect.client.schemas.objects import StateType
-    from prefect.events.actions import ChangeFlowRunState
-    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
-
-    ours = {"match": {"prefect.resource.id": "prefect.flow-run.*"},
-            "match_related": {"prefect.resource.role": "deployment", "prefect.resource.id": f"prefect.deployment.{deployment_id}"}}  # fmt: skip
-    silent_run = AutomationCore(
-        name=SILENT_AUTOMATION,
-        description="An arm whose heartbeats stopped (its worker died with it) has crashed.",
-        trigger=EventTrigger(
-            **ours,
-            after={"prefect.flow-run.heartbeat"},
-            expect={"prefect.flow-run.heartbeat", *(f"prefect.flow-run.{s}" for s in FINAL_EVENTS)},
-            for_each={"prefect.resource.id"},
-            posture=Posture.Proactive,
-            threshold=1,
-            within=silent,
-        ),
-        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=f"no heartbeat for {silent} s: its worker is gone")],
-    )
-    crashed_run = AutomationCore(
-        name=CRASHED_AUTOMATION,
-        description="A crashed arm is scheduled again: a worker picks it up and it resumes from the study store.",
-        trigger=EventTrigger(**ours, expect={"prefect.flow-run.Crashed"}, posture=Posture.Reactive, threshold=1, within=0),
-        actions=[ChangeFlowRunState(state=StateType.SCHEDULED, name="AwaitingRetry", message="crashed: scheduled again")],
-    )
-    return [silent_run, crashed_run]
-
-
-def deploy(client, pool: str, concurrency: int) -> object:
-    """The work pool (a process pool when it does not exist yet) capped at `concurrency` runs, the
-    arm deployment on it and the automation that retries a run whose worker died. Returns the deployment."""
-    from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
-    from prefect.exceptions import ObjectNotFound
-    from prefect.utilities.callables import parameter_schema
-
-    try:
-        client.read_work_pool(pool)
-    except ObjectNotFound:
-        client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
-    client.update_work_pool(pool, WorkPoolUpdate(concurrency_limit=concurrency))
-    flow_id = client.create_flow_from_name(FLOW_NAME)
-    deployment_id = client.create_deployment(
-        flow_id,
-        DEPLOYMENT,
-        entrypoint="flows/study_pool.py:study_arm",
-        work_pool_name=pool,
-        description="one arm of a groupwise study (groupwise study --submit)",
-        tags=["groupwise", "study"],
-        pull_steps=[{"prefect.deployments.steps.set_working_directory": {"directory": "{{ $" + PROJECT_DIR_ENV + " }}"}}],
-        parameter_openapi_schema=parameter_schema(study_arm).model_dump_for_openapi(),
-        job_variables={"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_SECONDS)}},
-    )
-    for automation in _automations(deployment_id, silent_after()):
-        for old in client.read_automations_by_name(automation.name):
-            client.delete_automation(old.id)
-        client.create_automation(automation)
-    return client.read_deployment(deployment_id)
-
-
-def _runs_in_flight(client, deployment_id, tags: list[str]):
-    from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterId,
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-        FlowRunFilterTags,
-    )
-
-    live = FlowRunFilterStateType(any_=["SCHEDULED", "PENDING", "RUNNING", "PAUSED", "CANCELLING"])
-    return client.read_flow_runs(
-        flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=tags), state=FlowRunFilterState(type=live)),
-        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
-    )
 
 
 def submit_study(
@@ -295,7 +143,7 @@ def submit_study(
     params, chosen = load_study(params_path, name)
     picked = pick_arms(chosen, arms)
     shared = store_path(store)
-    url = _require_server()
+    url = require_server()
     collect_results(params, chosen, shared)
     todo = pending_arms(params, chosen, picked)
     for arm in picked:
@@ -310,12 +158,12 @@ def submit_study(
     submission = uuid.uuid4().hex
     try:
         with get_client(sync_client=True) as client:
-            deployment = deploy(client, pool, concurrency)
+            deployment = deploy(client, pool, concurrency, study_arm)
             log(f"[study] deployment {FLOW_NAME}/{DEPLOYMENT} on work pool {pool!r} ({url}), {concurrency} arm(s) at a time")
             flow_runs = {}
             for arm in todo:
                 tags = ["groupwise-study", f"study:{chosen.name}", f"arm:{arm}"]
-                running = _runs_in_flight(client, deployment.id, tags)
+                running = runs_in_flight(client, deployment.id, tags)
                 if running:
                     flow_runs[arm] = running[0].id
                     log(f"[{chosen.folder}/{arm}] already submitted: flow run {running[0].name} ({running[0].state_name})")
@@ -325,7 +173,7 @@ def submit_study(
                 run = submit_arm(client, deployment.id, f"{chosen.folder}-{arm}", parameters, tags, submission)
                 flow_runs[arm] = run.id
                 log(f"[{chosen.folder}/{arm}] submitted: flow run {run.name}")
-            failed = _wait(client, chosen, flow_runs, params, shared, poll, log)
+            failed = wait_for_arms(client, chosen, flow_runs, params, shared, poll, log)
         path = write_study_report(chosen)
         runs.log_files_to(parent, report_files(chosen), "study")
         runs.end_parent_run(parent, "FAILED" if failed else "FINISHED")
@@ -345,48 +193,3 @@ def submit_study(
         )
     log(f"[study] {path}")
     return path
-
-
-def submit_arm(client, deployment_id, name: str, parameters: dict, tags: list[str], submission: str):
-    """One flow run of the arm deployment, created at most once per `submission`: Prefect's client
-    sends a POST again after a read timeout or a 503 (a busy server may have created the run
-    already), so the request carries an idempotency key, `<submission>:<name>`, and the server
-    answers a repeat with the run it created."""
-    return client.create_flow_run_from_deployment(
-        deployment_id, parameters=parameters, tags=tags, name=name, idempotency_key=f"{submission}:{name}"
-    )
-
-
-def _wait(client, study: Study, flow_runs: dict, params, store: Path | None, poll: float, log) -> dict[str, str]:
-    """Poll the arms' flow runs until all are final, a line per state change; the report is rewritten
-    as each arm completes. Returns {arm: state message} of those that did not complete."""
-    seen: dict[str, str] = {}
-    failed: dict[str, str] = {}
-    crashed: dict[str, float] = {}
-    left = dict(flow_runs)
-    started = time.monotonic()
-    while left:
-        for arm, run_id in list(left.items()):
-            run = client.read_flow_run(run_id)
-            label = f"{run.state_name}" + (f" (run {run.run_count})" if run.run_count > 1 else "")
-            if seen.get(arm) != label:
-                seen[arm] = label
-                log(
-                    f"[{study.folder}/{arm}] {label} at {time.monotonic() - started:.0f} s"
-                    + (f": {run.state.message}" if run.state and run.state.message and not run.state.is_running() else "")
-                )
-            if run.state is not None and run.state.is_crashed() and run.run_count <= ARM_RETRIES:
-                crashed.setdefault(arm, time.monotonic())
-                if time.monotonic() - crashed[arm] < RESCHEDULE_GRACE_SECONDS:
-                    continue  # the automation schedules it again
-            crashed.pop(arm, None)
-            if run.state is not None and run.state.is_final():
-                del left[arm]
-                if run.state.is_completed():
-                    collect_results(params, study, store)
-                    write_study_report(study)
-                else:
-                    failed[arm] = f"{run.state_name}: {run.state.message or ''}".strip()
-        if left:
-            time.sleep(poll)
-    return failed

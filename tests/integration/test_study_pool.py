@@ -213,7 +213,7 @@ def test_an_arm_is_created_once_when_the_servers_answer_is_lost_and_the_client_s
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_RETRY_JITTER_FACTOR, temporary_settings
 
-    from flows.study_pool import submit_arm
+    from flows.study_deployment import submit_arm
 
     with temporary_settings({PREFECT_API_URL: prefect_server_url, PREFECT_CLIENT_RETRY_JITTER_FACTOR: 0}):
         with get_client(sync_client=True) as client:

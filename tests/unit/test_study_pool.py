@@ -35,10 +35,10 @@ def test_job_templates_fill_every_placeholder_and_mount_the_study_store(kind):
 
 
 def test_the_automations_crash_a_silent_run_and_schedule_a_crashed_one_of_the_deployment_only():
-    from flows.study_pool import CRASHED_AUTOMATION, SILENT_AUTOMATION, _automations
+    from flows.study_deployment import CRASHED_AUTOMATION, SILENT_AUTOMATION, automations
 
     deployment = uuid.uuid4()
-    silent, crashed = _automations(deployment, 40)
+    silent, crashed = automations(deployment, 40)
     assert (silent.name, crashed.name) == (SILENT_AUTOMATION, CRASHED_AUTOMATION)
     for automation in (silent, crashed):
         related = automation.trigger.match_related
@@ -52,7 +52,7 @@ def test_the_automations_crash_a_silent_run_and_schedule_a_crashed_one_of_the_de
 
 def test_silent_after_must_leave_room_for_a_heartbeat(monkeypatch):
     from components.config import ParamsError
-    from flows.study_pool import SILENT_ENV, silent_after
+    from flows.study_deployment import SILENT_ENV, silent_after
 
     monkeypatch.delenv(SILENT_ENV, raising=False)
     assert silent_after() == 90
@@ -130,7 +130,7 @@ def test_an_arm_trains_under_torchrun_with_its_own_params_on_every_rank(tmp_path
 
 def test_an_arm_that_starts_from_an_unfinished_arm_waits(tmp_path):
     from components.study.domain import load_study
-    from flows.study_pool import waiting_arms
+    from components.study.pool_arms import waiting_arms
 
     arms = {"a": {"seeds": [1, 2]}, "b": {"seeds": [1, 2], "start_from": "a"}, "c": {"start_from": "a-s1"}}
     project = make_project(tmp_path / "p", "tiny", {"studies": {"mini": {"profile": "tiny", "arms": arms}}})
