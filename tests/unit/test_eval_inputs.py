@@ -11,7 +11,8 @@ import torch
 from components.config import EvalConfig, FairnessConfig, LoraConfig, Params, ParamsError, load_params
 from components.contracts.naming import UnknownNameError
 from components.data.schema import Member, PromptGroup
-from components.evaluation.run import EvaluationInputError, check_checkpoint, evaluate_models, select_eval_groups
+from components.evaluation.inputs import check_checkpoint, select_eval_groups
+from components.evaluation.run import EvaluationInputError, evaluate_models
 from components.generation.engines import EngineChoice, open_engine
 from components.generation.sampling import SamplingConfig
 from components.generation.transformers_engine import TransformersGenerationEngine, score_completions
