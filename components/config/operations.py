@@ -23,6 +23,7 @@ class PathsConfig(_Section):
     registry: Path = Path("data/registry")
     exports: Path = Path("data/exports")  # `groupwise serve` keeps its merged exports here
     benchmarks: Path = Path("data/benchmarks")  # decision benchmarks' data (`groupwise prepare-benchmarks`)
+    logs: Path = Field(Path("data/logs"), description="the generation engines' own logs (engines.log), kept off the console")
     base_outputs: Path | None = Field(
         Path("data/base-outputs"),
         description="the base model's evaluation outputs kept between evaluations with the same base, prompts, sampling, "

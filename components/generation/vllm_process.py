@@ -18,6 +18,7 @@ The child receives plain messages over a `multiprocessing` pipe (spawn context) 
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -25,6 +26,7 @@ import threading
 import time
 import traceback
 import weakref
+from pathlib import Path
 from typing import Any
 
 from components.contracts.errors import UserError
@@ -159,10 +161,53 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="groupwise-vllm-parent-watch", daemon=True).start()
 
 
+LOG_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"  # vLLM's own setting: a `logging.config.dictConfig` JSON file
+_LOG: dict[str, Path | None] = {"path": None}
+
+
+def log_engines_to(path: Path | None) -> bool:
+    """Engines started from now on write vLLM's log (its `vllm` logger: INFO and WARNING lines) to
+    `path`, appended, instead of the console; progress bars and errors stay on the console. None: the
+    console. Done the way vLLM provides, a logging config file (`VLLM_LOGGING_CONFIG_PATH`) written
+    beside the log. True when this changed the setting (the caller says where the log is, once)."""
+    changed = _LOG["path"] != path
+    _LOG["path"] = path
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _log_config(path).write_text(json.dumps(_logging_dict(path), indent=1))
+    return changed
+
+
+def _log_config(log: Path) -> Path:
+    return log.with_name(log.stem + ".logging.json")
+
+
+def _logging_dict(log: Path) -> dict:
+    """vLLM's logger (and its children) to `log` only, one line per record as vLLM formats them."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"engine": {"format": "%(levelname)s %(asctime)s [%(name)s] %(message)s", "datefmt": "%m-%d %H:%M:%S"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log), "mode": "a", "formatter": "engine"}},
+        "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
+    }
+
+
+def _engine_env(env: dict[str, str]) -> dict[str, str]:
+    """The child's environment additions: the caller's, and vLLM's logging config when engines log to a file."""
+    log = _LOG["path"]
+    if log is None or LOG_CONFIG_ENV in os.environ:  # a user's own vLLM logging config wins
+        return dict(env)
+    return {**env, LOG_CONFIG_ENV: str(_log_config(log)), "VLLM_CONFIGURE_LOGGING": "1", "GROUPWISE_ENGINE_LOG": str(log)}
+
+
 def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int) -> None:
     """Child main loop: start the LLM, then answer `_CALLS` messages until `close` or EOF."""
     _exit_with_parent(parent)
     os.environ.update(env)
+    if log := env.get("GROUPWISE_ENGINE_LOG"):  # one header per engine in its log
+        with open(log, "a") as fh:
+            fh.write(f"==== vLLM engine, pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         from vllm import LLM
@@ -217,7 +262,7 @@ class VllmProcess:
 
     def __init__(self, llm_kwargs: dict[str, Any], env: dict[str, str]):
         self._conn, child = _SPAWN.Pipe()
-        self._process = _SPAWN.Process(target=_serve, args=(child, env, llm_kwargs, os.getpid()), name="groupwise-vllm")
+        self._process = _SPAWN.Process(target=_serve, args=(child, _engine_env(env), llm_kwargs, os.getpid()), name="groupwise-vllm")
         self._process.start()
         child.close()
         self._broken = False

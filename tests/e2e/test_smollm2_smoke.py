@@ -3,6 +3,7 @@ through the same command a user runs: `groupwise retrain`."""
 
 import json
 import os
+import re
 import subprocess
 
 import pandas as pd
@@ -22,7 +23,12 @@ def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
     result = subprocess.run(["groupwise", "retrain"], cwd=project, capture_output=True, text=True, env=os.environ.copy(), timeout=1400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "Registered groupwise-smollm2-lora version 1 as @challenger" in result.stdout
-    # the last line is the page to open
+    # the console: the engines' own log is in its file, not here; the last line is the page to open
+    engine_lines = re.compile(r"\b(INFO|WARNING) \d\d-\d\d \d\d:\d\d:\d\d \[")
+    console = (result.stdout + result.stderr).replace("\r", "\n").splitlines()
+    assert not [line for line in console if engine_lines.search(line)], "vLLM's log reached the console"
+    assert engine_lines.search((project / "data" / "logs" / "engines.log").read_text())
+    assert f"[engines] vLLM's own log: {project / 'data' / 'logs' / 'engines.log'}" in result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("Report (verdict, plots, every answer):") and last.endswith("report.html")
 
