@@ -125,7 +125,7 @@ class GateConfig(_Section):
     require_significance: bool = Field(
         True,
         description="the BH-adjusted q of the paired test on the headline gap must be <= eval.significance_level "
-        "(recorded in metrics.json as consistency.alpha) and the gap must fall; false disables (was max_p_value: 1)",
+        "(recorded in metrics.json as consistency.alpha) and the gap must fall; false disables",
     )
     max_truncated_share: float = Field(
         0.05, ge=0, le=1,

@@ -1,4 +1,7 @@
-"""Old params read by today's code: renamed keys and TRL's names (read with a warning), defaults that changed and rewards added to the defaults (the fingerprint leaves them out at their former value)."""
+"""Old params read by today's code: renamed keys (read with a warning until `RENAMED_KEYS_UNTIL`, then
+refused as unknown keys), TRL's names (aliases, kept), and defaults that changed and rewards added to
+the defaults (the fingerprint leaves them out at their former value; kept as long as saved work, such
+as the study arms in results/, carries fingerprints made under them)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,9 @@ from typing import Any
 from components.config.base import ParamsError
 
 # defaults that changed, with their former values: saved work left such a field out at its former
-# default, so the fingerprint keeps leaving it out at that value and counts the new default
+# default, so the fingerprint keeps leaving it out at that value and counts the new default. Removing
+# an entry makes every saved arm or resumable state made under it count as changed: not before those
+# arms are re-run.
 FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("train", "rollout", "engine"): "transformers",
     ("train", "rollout", "vllm", "dtype"): "bfloat16",
@@ -29,10 +34,11 @@ ADDED_DEFAULT_REWARDS: tuple[str, ...] = ("instruction_compliance",)
 
 
 class ParamsDeprecationWarning(FutureWarning):
-    """An old params.yaml key, still read for one release; the message names the new key."""
+    """An old params.yaml key, still read until `RENAMED_KEYS_UNTIL`; the message names the new key."""
 
 
-# old key -> new key (dotted, inside params.yaml); read for one release with a warning
+RENAMED_KEYS_UNTIL = "0.2.0"  # the release that removes RENAMED_KEYS and gate.max_p_value
+# old key -> new key (dotted, inside params.yaml); read with a warning until RENAMED_KEYS_UNTIL
 RENAMED_KEYS = {
     "lora.alpha": "lora.lora_alpha",
     "train.advantage.alpha": "train.advantage.seed_alpha",
@@ -88,7 +94,11 @@ def migrate_keys(raw: dict, where: str) -> dict:
     for old, new in RENAMED_KEYS.items():
         value = _pop_dotted(raw, old)
         if value is not _MISSING:
-            warnings.warn(f"{where}: {old} is deprecated, use {new}", ParamsDeprecationWarning, stacklevel=3)
+            warnings.warn(
+                f"{where}: {old} is deprecated, use {new} (read until groupwise {RENAMED_KEYS_UNTIL})",
+                ParamsDeprecationWarning,
+                stacklevel=3,
+            )
             _set_dotted(raw, new, value, where, old)
     value = _pop_dotted(raw, "gate.max_p_value")
     if value is not _MISSING:

@@ -104,7 +104,7 @@ class AdvantageConfig(_Section):
         "pushes on one-token answers outweighed the free-text groups' gradient (results/compliance-parity)",
     )
     eps: float = Field(1e-4, gt=0)
-    seed_alpha: float = Field(0.5, ge=0, description="seed_grpo: the SEED-GRPO alpha, sensitivity to semantic entropy (was alpha)")
+    seed_alpha: float = Field(0.5, ge=0, description="seed_grpo: the SEED-GRPO alpha, sensitivity to semantic entropy")
     scaling: Literal["linear", "exp", "focal"] = Field(
         "linear",
         description="seed_grpo: f(u), u = SE / log G, a = seed_alpha: linear max(1 - a u, 0) (the paper's) | exp exp(-a u) | "

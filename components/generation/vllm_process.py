@@ -172,9 +172,6 @@ def log_engines_to(path: Path | None) -> bool:
     beside the log. True when this changed the setting (the caller says where the log is, once)."""
     changed = _LOG["path"] != path
     _LOG["path"] = path
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _log_config(path).write_text(json.dumps(_logging_dict(path), indent=1))
     return changed
 
 
@@ -198,6 +195,8 @@ def _engine_env(env: dict[str, str]) -> dict[str, str]:
     log = _LOG["path"]
     if log is None or LOG_CONFIG_ENV in os.environ:  # a user's own vLLM logging config wins
         return dict(env)
+    log.parent.mkdir(parents=True, exist_ok=True)  # written for each engine: the folder may have been removed since
+    _log_config(log).write_text(json.dumps(_logging_dict(log), indent=1))
     return {**env, LOG_CONFIG_ENV: str(_log_config(log)), "VLLM_CONFIGURE_LOGGING": "1", "GROUPWISE_ENGINE_LOG": str(log)}
 
 

@@ -166,10 +166,10 @@ def significance(spec: GateSpec, metrics: Mapping, required: float, champion: Ch
     (``consistency.alpha``); off when `required` (``gate.require_significance``) is false."""
     name = spec.name
     level = as_number(get_metric(metrics, "consistency", "alpha"))
-    legacy = level is None or not math.isfinite(level)
-    threshold = DEFAULT_SIGNIFICANCE if legacy else level
+    unrecorded = level is None or not math.isfinite(level)
+    threshold = DEFAULT_SIGNIFICANCE if unrecorded else level
     key, raw, test = _headline_test(metrics)
-    if legacy:
+    if unrecorded:
         test += f"; metrics record no significance level: judged at {DEFAULT_SIGNIFICANCE}"
     if raw is MISSING:
         return missing_result(name, threshold, f"consistency.{key}")

@@ -24,8 +24,6 @@ def test_the_engines_own_log_goes_to_its_file_and_not_to_the_console(tiny_vllm_m
     monkeypatch.delenv(LOG_CONFIG_ENV, raising=False)
     log = tmp_path / "logs" / "engines.log"
     assert log_engines_to(log) and not log_engines_to(log)  # changed once: said once
-    config = json.loads(log.with_name("engines.logging.json").read_text())
-    assert config["handlers"]["file"]["filename"] == str(log)
     try:
         for _ in range(2):
             engine = VllmEngine(tiny_vllm_model_dir, VllmConfig(kv_cache_gb=1, max_model_len=256, max_num_seqs=8), "float32", 0)
@@ -38,6 +36,8 @@ def test_the_engines_own_log_goes_to_its_file_and_not_to_the_console(tiny_vllm_m
         log_engines_to(None)
     console = capfd.readouterr()
     text = log.read_text()
+    config = json.loads(log.with_name("engines.logging.json").read_text())  # what each engine was handed
+    assert config["handlers"]["file"]["filename"] == str(log)
     assert text.count("==== vLLM engine, pid") == 2
     assert len(ENGINE_LINE.findall(text)) >= 4, text[-2000:]  # each engine's start-up lines
     assert not ENGINE_LINE.search(console.out + console.err), (console.out + console.err)[-2000:]

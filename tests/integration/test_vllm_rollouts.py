@@ -178,3 +178,32 @@ def test_a_killed_rollout_engine_stops_train_in_one_line_and_training_resumes(ti
     monkeypatch.setattr(trainer_module, "collect_rollouts", real)
     result = steps.train(params, resume=True)
     assert "resumed after step 2" in result.summary and (params.paths.checkpoints / "latest").is_dir()
+
+    # the evaluation's engine killed while it samples the tuned model: one line naming the signal, the
+    # evaluate run FAILED, no metrics.json, so nothing can be registered
+    from components.config import VllmConfig
+    from components.evaluation import run as run_module
+    from flows.steps import MissingInputError
+
+    engine = {"engine": "vllm", "vllm": VllmConfig(kv_cache_gb=1, max_model_len=256, max_num_seqs=8), "dtype": "float32",
+              "fairness": params.eval.fairness.model_copy(update={"benchmarks": []})}  # fmt: skip
+    evaluation = params.model_copy(update={"eval": params.eval.model_copy(update=engine)})
+    real_timed, before = run_module._timed, {p.pid for p in multiprocessing.active_children()}
+
+    def timed(engine, prompts, cfg, adapter):
+        if adapter is not None:  # the tuned side: its engine dies first
+            (child,) = [p for p in multiprocessing.active_children() if p.name == "groupwise-vllm" and p.pid not in before]
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(10)
+        return real_timed(engine, prompts, cfg, adapter)
+
+    monkeypatch.setattr(run_module, "_timed", timed)
+    with pytest.raises(EngineProcessError) as died:
+        steps.evaluate(evaluation)
+    message = str(died.value)
+    assert "\n" not in message and "killed by SIGKILL" in message and "OOM killer" in message
+    (run,) = mlflow.search_runs(experiment_names=[params.tracking.experiment], filter_string="run_name = 'evaluate'", output_format="list")
+    assert run.info.status == "FAILED" and not (params.paths.reports / "metrics.json").exists()
+    assert not [p for p in multiprocessing.active_children() if p.name == "groupwise-vllm" and p.pid not in before], "not reaped"
+    with pytest.raises(MissingInputError):
+        steps.register(evaluation)  # nothing evaluated: nothing registered

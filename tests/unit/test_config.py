@@ -185,9 +185,9 @@ def test_old_keys_still_load_for_one_release_with_a_warning_naming_the_new_key(t
         params = load_params(write(tmp_path, raw))
     messages = sorted(str(w.message).split(": ", 1)[1] for w in caught)
     assert messages == [
-        "eval.alpha is deprecated, use eval.significance_level",
-        "lora.alpha is deprecated, use lora.lora_alpha",
-        "train.advantage.alpha is deprecated, use train.advantage.seed_alpha",
+        "eval.alpha is deprecated, use eval.significance_level (read until groupwise 0.2.0)",
+        "lora.alpha is deprecated, use lora.lora_alpha (read until groupwise 0.2.0)",
+        "train.advantage.alpha is deprecated, use train.advantage.seed_alpha (read until groupwise 0.2.0)",
     ]
     assert (params.lora.lora_alpha, params.train.advantage.seed_alpha, params.eval.significance_level) == (8, 0.2, 0.05)
     assert params.gate.require_significance is True
