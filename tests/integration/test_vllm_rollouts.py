@@ -182,22 +182,22 @@ def test_a_killed_rollout_engine_stops_train_in_one_line_and_training_resumes(ti
     # the evaluation's engine killed while it samples the tuned model: one line naming the signal, the
     # evaluate run FAILED, no metrics.json, so nothing can be registered
     from components.config import VllmConfig
-    from components.evaluation import run as run_module
+    from components.generation.vllm_engine import VllmEngine
     from flows.steps import MissingInputError
 
     engine = {"engine": "vllm", "vllm": VllmConfig(kv_cache_gb=1, max_model_len=256, max_num_seqs=8), "dtype": "float32",
               "fairness": params.eval.fairness.model_copy(update={"benchmarks": []})}  # fmt: skip
     evaluation = params.model_copy(update={"eval": params.eval.model_copy(update=engine)})
-    real_timed, before = run_module._timed, {p.pid for p in multiprocessing.active_children()}
+    real_engine_for = VllmEngine._engine_for
 
-    def timed(engine, prompts, cfg, adapter):
-        if adapter is not None:  # the tuned side: its engine dies first
-            (child,) = [p for p in multiprocessing.active_children() if p.name == "groupwise-vllm" and p.pid not in before]
-            os.kill(child.pid, signal.SIGKILL)
-            child.join(10)
-        return real_timed(engine, prompts, cfg, adapter)
+    def engine_for(self, adapter):
+        process, lora = real_engine_for(self, adapter)
+        if adapter is not None:  # the process that serves the tuned side (base + LoRA, or a merged copy) dies first
+            os.kill(process._process.pid, signal.SIGKILL)
+            process._process.join(10)
+        return process, lora
 
-    monkeypatch.setattr(run_module, "_timed", timed)
+    monkeypatch.setattr(VllmEngine, "_engine_for", engine_for)
     with pytest.raises(EngineProcessError) as died:
         steps.evaluate(evaluation)
     message = str(died.value)
