@@ -45,10 +45,13 @@ class FileInput:
     context: str
 
     def dataset(self):
-        from mlflow.data.dataset_source_registry import resolve_dataset_source
+        from mlflow.data.dataset_source_registry import get_registered_sources, resolve_dataset_source
         from mlflow.data.meta_dataset import MetaDataset
 
-        source = resolve_dataset_source(Path(self.path).resolve().as_uri())
+        # MLflow registers its local-file source class twice (one per URI scheme): asked among all its
+        # sources, it warns that a file URI "can be interpreted in multiple ways"; the last one is its pick
+        local = [c for c in get_registered_sources() if c.__name__ == "LocalArtifactDatasetSource"][-1:]
+        source = resolve_dataset_source(Path(self.path).resolve().as_uri(), candidate_sources=local or None)
         return MetaDataset(source, name=self.name, digest=file_sha256(self.path)[:DIGEST_CHARS])
 
 
