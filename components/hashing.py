@@ -3,7 +3,7 @@ validation reports and cache keys. Three recipes, each the one its digests were 
 (they are recorded in registered versions, metrics.json, validation reports and cache keys):
 
 - `file_sha256(path)`: the file's bytes.
-- `files_sha256(paths)`: in sorted order, each file's name, then its bytes. With `absent_ok`, a
+- `files_sha256(paths)` (`folder_files_sha256`: of a folder's own files): in sorted order, each file's name, then its bytes. With `absent_ok`, a
   missing file is hashed as absent instead of failing; every file is then framed as
   ``name:size:`` before its bytes, size -1 for an absent one, so that an absent file and an empty
   one differ (the groups files of a validation report).
@@ -49,6 +49,12 @@ def files_sha256(paths: Iterable[Path], absent_ok: bool = False) -> str:
         if present:
             _update(digest, path)
     return digest.hexdigest()
+
+
+def folder_files_sha256(folder: Path) -> str:
+    """`files_sha256` of the files directly in `folder` (its subfolders left out): an adapter's hash,
+    as metrics.json's binding, the registration fingerprint and the LoggedModel tag record it."""
+    return files_sha256([p for p in Path(folder).iterdir() if p.is_file()])
 
 
 def tree_files(path: Path) -> list[Path]:

@@ -225,15 +225,15 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     _engine_log(params)
     with runs.step_run(params.tracking, "evaluate", params.section_dict("eval", "seed"), parent_run_id) as run_id:
         result = evaluate_and_report(params, evaluated)
-        runs.log_metrics(result.summary.to_dict(), prefix="eval.")
+        summary = result.summary.to_dict()
+        _link_evaluation(params, evaluated.adapter_sha256, runs.metric_numbers(summary, "eval."))
         runs.log_metrics(result.frames.generation, prefix="eval.generation.")
         runs.log_metrics(result.base_vs_tuned_stats(), prefix="eval.stats.")
         engine = result.frames.engine
         runs.set_tags({"eval.engine": engine.used, "eval.engine_fallback": engine.fell_back})
         runs.log_artifacts(result.artifacts(), "evaluation")
         runs.log_artifacts(result.files.plots(), "evaluation/plots")
-        _link_evaluation(params, evaluated.adapter_sha256, runs.metric_numbers(result.summary.to_dict(), "eval."))
-    return StepResult("evaluate", run_id, result.outputs(), result.summary.to_dict(), result.headline())
+    return StepResult("evaluate", run_id, result.outputs(), summary, result.headline())
 
 
 def _data_files(params: Params) -> dict[str, Path]:
@@ -259,10 +259,10 @@ def _benchmark_files(params: Params) -> dict[str, Path]:
 
 
 def _link_evaluation(params: Params, adapter_sha: str | None, metrics: dict[str, float]) -> None:
-    """The evaluate run's inputs (groups, validation report, benchmark files) and its metrics,
-    linked to the evaluated adapter's LoggedModel (`components.tracking.logged_model`) when the train
-    step logged one; the run is tagged with its `model_id` ("none": the base model or an adapter
-    trained elsewhere)."""
+    """The evaluate run's inputs (groups, validation report, benchmark files) and its `eval.*`
+    metrics, logged once: against the evaluated adapter's LoggedModel (`components.tracking.logged_model`;
+    MLflow records them in the run too) when the train step logged one, else to the run alone. The run
+    is tagged with the `model_id` ("none": the base model or an adapter trained elsewhere)."""
     from components.tracking import logged_model
 
     inputs = logged_model.file_inputs(_data_files(params) | _benchmark_files(params), "evaluation")
@@ -270,6 +270,7 @@ def _link_evaluation(params: Params, adapter_sha: str | None, metrics: dict[str,
     runs.set_tags({"eval.model_id": model_id or "none"})
     if model_id is None:
         logged_model.log_inputs(inputs)
+        runs.log_metrics(metrics)
         return
     groups = next((i for i in inputs if i.name == "groups/consistency.jsonl"), None)
     logged_model.log_evaluation(model_id, metrics, inputs, scored_on=groups)

@@ -28,7 +28,7 @@ from components.contracts.checkpoint import adapter_files
 from components.contracts.errors import UserError
 from components.contracts.summary import EvaluatedFiles, EvaluationSummary
 from components.contracts.version_tags import Provenance
-from components.hashing import files_sha256
+from components.hashing import files_sha256, folder_files_sha256
 from components.models.provision import weights_sha256
 
 # the params an evaluation's numbers depend on (not gates, registry, tracking, paths, schedule)
@@ -91,7 +91,7 @@ class EvaluationBinding:
     @classmethod
     def of(cls, params: Params, adapter: Path | None) -> "EvaluationBinding":
         return cls(
-            adapter_sha256=None if adapter is None else files_sha256([p for p in adapter.iterdir() if p.is_file()]),
+            adapter_sha256=None if adapter is None else folder_files_sha256(adapter),
             base_weights_sha256=weights_sha256(params.paths.base_model),  # hashed once per process
             params_sha256=evaluation_params_sha256(params),
         )
@@ -205,5 +205,5 @@ def version_params(params: Params) -> dict[str, str]:
 
 def registration_fingerprint(adapter: Path, metrics_path: Path) -> str:
     """SHA-256 (32 hex) of the adapter files and metrics.json: the same registration, the same key."""
-    adapter_files = files_sha256(sorted(p for p in Path(adapter).iterdir() if p.is_file()))
+    adapter_files = folder_files_sha256(adapter)
     return hashlib.sha256((adapter_files + Path(metrics_path).read_text()).encode()).hexdigest()[:32]

@@ -20,6 +20,7 @@ from typing import Any
 from components.config import Params
 from components.contracts.atomic import atomic_write_json
 from components.contracts.summary import EvaluationSummary
+from components.hashing import folder_files_sha256
 from components.tracking import logged_model, runs
 
 DECISION_FILE = "decision.json"
@@ -56,7 +57,7 @@ def _logged_model(params: Params, summary: EvaluationSummary, checkpoint: Path) 
 
     evaluated = summary.evaluated.adapter_sha256 if summary.evaluated is not None else None
     adapter = checkpoint / ADAPTER_DIR
-    if evaluated is None or not adapter.is_dir() or logged_model.adapter_sha256(adapter) != evaluated:
+    if evaluated is None or not adapter.is_dir() or folder_files_sha256(adapter) != evaluated:
         return None
     return logged_model.find_adapter_model(evaluated, params.registry.package_base_model)
 

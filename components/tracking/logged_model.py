@@ -22,18 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.hashing import file_sha256, files_sha256
+from components.hashing import file_sha256, folder_files_sha256
 
 ADAPTER_TAG = "groupwise.adapter_sha256"
 PACKAGED_TAG = "groupwise.packages_base_model"
 VERDICT_TAG, REASONS_TAG = "gate.verdict", "gate.reasons"
 SHA_TAG = "groupwise.sha256"
 DIGEST_CHARS = 36  # MLflow's `datasets.digest` column
-
-
-def adapter_sha256(adapter_dir: Path) -> str:
-    """The adapter folder's files hashed as `EvaluationBinding` hashes them (the one recorded in metrics.json)."""
-    return files_sha256([p for p in Path(adapter_dir).iterdir() if p.is_file()])
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ def log_adapter(adapter_dir: Path, base_model_dir: Path, dtype: str, package_bas
     files it was trained on as the run's inputs; returns its `model_id`."""
     from components.tracking.model_registry import log_pyfunc
 
-    tags = {ADAPTER_TAG: adapter_sha256(adapter_dir), PACKAGED_TAG: str(package_base_model).lower()}
+    tags = {ADAPTER_TAG: folder_files_sha256(adapter_dir), PACKAGED_TAG: str(package_base_model).lower()}
     info = log_pyfunc(adapter_dir, base_model_dir, dtype, package_base_model, tags=tags)
     log_inputs(inputs)
     return info.model_id
@@ -127,5 +122,5 @@ def set_verdict(model_id: str, passed: bool, reasons: list[str]) -> None:
     )
 
 
-__all__ = ["ADAPTER_TAG", "FileInput", "adapter_sha256", "file_inputs", "find_adapter_model", "log_adapter",
+__all__ = ["ADAPTER_TAG", "FileInput", "file_inputs", "find_adapter_model", "log_adapter",
            "log_evaluation", "log_inputs", "set_verdict"]  # fmt: skip
