@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from components.contracts.errors import Preempted, UserError
+from flows.console import quiet_console
 
 app = typer.Typer(
     help="groupwise: group-relative RL for consistent and diverse LLMs.",
@@ -40,6 +41,7 @@ def _options(
     debug: bool = typer.Option(False, "--debug", help="show the full traceback of a failure instead of one line"),
 ) -> None:
     _DEBUG["on"] = debug
+    quiet_console()
 
 
 RESUME_HINT = {  # how a command stopped by a signal continues
@@ -228,16 +230,14 @@ def retrain(
     resolved = _resolved_params(params, profile, sets)
     started = time.perf_counter()
     summary = retrain_flow(str(params), profile, list(sets or []), resume)
-    table = Table(title=f"groupwise retrain ({summary.profile}) in {time.perf_counter() - started:.0f} s")
-    for column in ("step", "MLflow run", "result"):
-        table.add_column(column, overflow="fold")
-    for r in summary.results:
-        table.add_row(r.step, r.run_id, escape(r.summary))
-    out.print(table)
-    out.print("Outputs:")
-    for r in summary.results:
-        for key, value in r.outputs.items():
-            out.print(f"  {r.step}.{key}: {escape(value)}")
+    out.print(f"[bold]groupwise retrain ({summary.profile})[/] in {time.perf_counter() - started:.0f} s")
+    for r in summary.results:  # one line a step; its MLflow run is a child of the parent run below
+        out.print(f"  {r.step}: {escape(r.summary)}", soft_wrap=False, no_wrap=True, overflow="ellipsis")
+    files = {
+        label: r.outputs[key] for r in summary.results for (step, key), label in KEY_OUTPUTS.items() if r.step == step and key in r.outputs
+    }
+    for label, path in files.items():
+        out.print(f"  {label}: {escape(path)}")
     out.print(f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
     out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
     reg = summary.registration
@@ -248,6 +248,14 @@ def retrain(
         for reason in reg.get("reasons", []):
             out.print(f"  - {escape(reason)}")
     out.print(f"Report (verdict, plots, every answer): {resolved.paths.reports / 'report.html'}")  # the last line: what to open
+
+
+KEY_OUTPUTS = {  # the files of a retrain a user opens; every output is logged to the step's MLflow run
+    ("validate", "data_docs"): "data docs",
+    ("train", "checkpoint"): "adapter",
+    ("evaluate", "summary"): "summary",
+    ("evaluate", "metrics"): "metrics",
+}
 
 
 @_command("promote")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from components.contracts.summary import BbqScore, BbqSummary
 from components.evaluation.bbq_scores import METRICS
+from components.reporting.formatting import percent
 
 LABELS = {
     "disambig_accuracy": "accuracy, disambiguated contexts",
@@ -31,11 +32,6 @@ def meaning(b: BbqSummary) -> str:
         "answer is 'unknown', the same score is scaled by the share of wrong answers (s_AMB). Intervals: percentile "
         f"bootstrap over items ({percent(b.confidence_level)}), paired for the change. No gate uses these numbers."
     )
-
-
-def percent(level: float) -> str:
-    """0.95 -> '95 %'."""
-    return f"{level * 100:g} %"
 
 
 def rows(b: BbqSummary) -> list[tuple[str, BbqScore]]:

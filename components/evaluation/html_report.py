@@ -19,10 +19,11 @@ from components.contracts.summary import EvaluationSummary
 from components.evaluation import bbq_report
 from components.evaluation.answer_viewer import STYLE as VIEWER_STYLE
 from components.evaluation.answer_viewer import render_viewer
-from components.evaluation.metric_labels import label
 from components.evaluation.statistics import Comparison
 from components.release.gate import GateDecision
 from components.release.gate_record import gate_rows
+from components.reporting.formatting import significant
+from components.reporting.metric_labels import label
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -46,7 +47,7 @@ def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return significant(value)
     return html.escape(str(value))
 
 
@@ -291,9 +292,9 @@ def render_html(
         render_viewer(samples, consistency) if samples is not None else "",
         "<h2>Per-group tables</h2>",
         '<details><summary>consistency groups</summary><div class="scroll">',
-        consistency.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0),
+        consistency.to_html(index=False, float_format=significant, border=0),
         '</div></details><details><summary>diversity tasks</summary><div class="scroll">',
-        diversity.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0),
+        diversity.to_html(index=False, float_format=significant, border=0),
         "</div></details>",
     ]
     notes = summary.notes

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.evaluation.metric_labels import Direction, label
 from components.evaluation.statistics import Comparison
+from components.reporting.formatting import number
+from components.reporting.metric_labels import Direction, label
 
 COLORS = {"base": "#7f7f7f", "tuned": "#1f77b4"}
 
@@ -33,10 +34,6 @@ def _figure(width: float, height: float):
     figure = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(figure)
     return figure
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def plot_gaps(consistency: pd.DataFrame, summary: dict, path: Path) -> None:
@@ -60,7 +57,7 @@ def plot_gaps(consistency: pd.DataFrame, summary: dict, path: Path) -> None:
     axes.set_xlabel("base entropy gap (nats)")
     axes.set_ylabel("tuned entropy gap (nats)")
     axes.set_title(
-        f"entropy gap per group: mean base {_fmt(summary.get('base_mean_gap'))}, tuned {_fmt(summary.get('tuned_mean_gap'))}",
+        f"entropy gap per group: mean base {number(summary.get('base_mean_gap'))}, tuned {number(summary.get('tuned_mean_gap'))}",
         fontsize=10,
     )
     figure.tight_layout()

@@ -39,7 +39,6 @@ from components.evaluation import bbq_report
 from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
 from components.evaluation.html_report import render_html
-from components.evaluation.metric_labels import DIVERSITY as DIVERSITY_LABELS
 from components.evaluation.plots import (
     answer_frequency_long,
     metric_deltas_frame,
@@ -52,6 +51,8 @@ from components.evaluation.plots import (
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
 from components.release.gate import GateDecision
+from components.reporting.formatting import change, interval, number, p_value, percent, signed
+from components.reporting.metric_labels import DIVERSITY as DIVERSITY_LABELS
 
 PER_GROUP_CONSISTENCY_FILE = "per_group_consistency.csv"  # one row per consistency group (`records.consistency_record`)
 
@@ -98,29 +99,6 @@ def gap_long_format(consistency: pd.DataFrame) -> pd.DataFrame:
         for model in MODELS
     ]
     return pd.DataFrame(rows, columns=["group_id", "model", "gap"])
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
-
-
-def _fmt_p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
-
-
-def _change(base: float | None, tuned: float | None, digits: int = 3) -> str:
-    """The signed change, and its percent of the base only where the base is not near zero at this
-    precision (at least ten units of the last digit shown): −0.000 → −0.002 is not "+755 %"."""
-    if base is None or tuned is None:
-        return "n/a"
-    change = f"{tuned - base:+.{digits}f}"
-    return f"{change} ({(tuned - base) / base:+.1%})" if abs(base) >= 10 ** (1 - digits) else change
 
 
 # (label, metric): rows of base_<metric> and tuned_<metric>, fields of the summary's section
@@ -186,26 +164,26 @@ def headline_lines(consistency: ConsistencySummary) -> list[str]:
         ("**overall**", c),
     ]
     for name, r in scopes:
-        ci = "n/a" if r.ci_low is None else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+        ci = interval(r.ci_low, r.ci_high)
         lines.append(
-            f"| {name} | {r.n_groups} | {_fmt(r.base_mean_gap)} | {_fmt(r.tuned_mean_gap)} "
-            f"| {_change(r.base_mean_gap, r.tuned_mean_gap)} | {ci} | {_fmt_p(r.p_value)} | {_fmt_p(r.q_value)} |"
+            f"| {name} | {r.n_groups} | {number(r.base_mean_gap)} | {number(r.tuned_mean_gap)} "
+            f"| {change(r.base_mean_gap, r.tuned_mean_gap)} | {ci} | {p_value(r.p_value)} | {p_value(r.q_value)} |"
         )
     if c.detectable_reduction is not None:
         relative = c.detectable_relative_reduction
-        share = f" ({relative:.0%} of the base gap)" if relative is not None else ""
+        share = f" ({percent(relative)} of the base gap)" if relative is not None else ""
         power = 0.8 if c.power is None else c.power
         lines += [
             "",
             f"Detectable effect: this design (n = {c.n_groups} groups) detects a gap reduction of "
-            f"{c.detectable_reduction:.3f}{share} at α = {c.alpha} with {power:.0%} power "
+            f"{c.detectable_reduction:.3f}{share} at α = {c.alpha} with {percent(power)} power "
             "(sd of differences taken as √2 × the sd of the base gaps); a smaller true change would likely read as "
             "not significant.",
         ]
     lines += [
         "",
-        f"Truncated samples: base {_fmt(c.base_truncated_share)}, tuned "
-        f"{_fmt(c.tuned_truncated_share)} (max_new_tokens = {c.max_new_tokens}).",
+        f"Truncated samples: base {number(c.base_truncated_share)}, tuned "
+        f"{number(c.tuned_truncated_share)} (max_new_tokens = {c.max_new_tokens}).",
         "",
     ]
     return lines
@@ -221,30 +199,22 @@ def length_lines(consistency: ConsistencySummary) -> list[str]:
     if c.base_compliance is not None:
         lines.append(
             f"Instruction compliance (answers within {c.max_sentences} sentences, as the prompt asks): base "
-            f"{_fmt(c.base_compliance)}, tuned {_fmt(c.tuned_compliance)}, change {_signed(c.compliance_change)} "
-            f"{_interval(c.compliance_ci_low, c.compliance_ci_high)}, q = {_fmt_p(c.compliance_q_value)}; "
-            f"sentences per answer {_fmt(c.base_sentences, 1)} → {_fmt(c.tuned_sentences, 1)}."
+            f"{number(c.base_compliance)}, tuned {number(c.tuned_compliance)}, change {signed(c.compliance_change)} "
+            f"{interval(c.compliance_ci_low, c.compliance_ci_high)}, q = {p_value(c.compliance_q_value)}; "
+            f"sentences per answer {number(c.base_sentences, 1)} → {number(c.tuned_sentences, 1)}."
         )
     if c.base_length_controlled_gap is not None:
         paper, controlled = c.relative_gap_reduction, c.length_controlled_reduction
         share = ""
         if paper and controlled is not None and paper > 0:
-            share = f" {max(0.0, min(1.0, controlled / paper)):.0%} of the paper's gap reduction ({paper:.0%}) survives once length is held fixed."
+            share = f" {percent(max(0.0, min(1.0, controlled / paper)))} of the paper's gap reduction ({percent(paper)}) survives once length is held fixed."
         lines.append(
             f"Length-controlled gap (entropy as a z-score given the answer's length, one fit over base and tuned): base "
-            f"{_fmt(c.base_length_controlled_gap)}, tuned {_fmt(c.tuned_length_controlled_gap)}, reduction "
-            f"{'n/a' if controlled is None else f'{controlled:.0%}'} (change {_interval(c.length_controlled_ci_low, c.length_controlled_ci_high)}), "
-            f"q = {_fmt_p(c.length_controlled_q_value)}.{share}"
+            f"{number(c.base_length_controlled_gap)}, tuned {number(c.tuned_length_controlled_gap)}, reduction "
+            f"{percent(controlled)} (change {interval(c.length_controlled_ci_low, c.length_controlled_ci_high)}), "
+            f"q = {p_value(c.length_controlled_q_value)}.{share}"
         )
     return [*lines, ""]
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "n/a" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
-
-
-def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
 
 
 METHODS = {
@@ -262,17 +232,17 @@ def fairness_lines(summary: EvaluationSummary) -> list[str]:
         lines += [
             f"## Fairness: {name} (decision log-odds of yes, {b.split} questions)", "",
             f"{b.n_prompts} prompts: {b.n_questions} questions × ages {b.ages} × {len(b.races)} races × genders; "
-            f"scores from `{b.method}` ({METHODS.get(b.method, b.method)}). Share of yes: base {_fmt(b.base_yes_share)}, "
-            f"tuned {_fmt(b.tuned_yes_share)}; mean log-odds base {_signed(b.base_mean_logit)}, tuned "
-            f"{_signed(b.tuned_mean_logit)}; question profile (Spearman ρ, tuned vs base) {_fmt(b.profile_correlation)}.", "",
+            f"scores from `{b.method}` ({METHODS.get(b.method, b.method)}). Share of yes: base {number(b.base_yes_share)}, "
+            f"tuned {number(b.tuned_yes_share)}; mean log-odds base {signed(b.base_mean_logit)}, tuned "
+            f"{signed(b.tuned_mean_logit)}; question profile (Spearman ρ, tuned vs base) {number(b.profile_correlation)}.", "",
             "| demographic vs baseline | base score | 95 % CI | tuned score | 95 % CI | change | 95 % CI of change | q (BH) | gated |",
             "|---|---|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for key, s in b.scores.items():
             lines.append(
-                f"| {s.axis} {s.value} vs {s.baseline} | {_signed(s.base_score)} | {_interval(s.base_ci_low, s.base_ci_high)} "
-                f"| {_signed(s.tuned_score)} | {_interval(s.tuned_ci_low, s.tuned_ci_high)} | {_signed(s.delta)} "
-                f"| {_interval(s.delta_ci_low, s.delta_ci_high)} | {_fmt_p(s.delta_q_value)} | {'yes' if key in b.gated else ''} |"
+                f"| {s.axis} {s.value} vs {s.baseline} | {signed(s.base_score)} | {interval(s.base_ci_low, s.base_ci_high)} "
+                f"| {signed(s.tuned_score)} | {interval(s.tuned_ci_low, s.tuned_ci_high)} | {signed(s.delta)} "
+                f"| {interval(s.delta_ci_low, s.delta_ci_high)} | {p_value(s.delta_q_value)} | {'yes' if key in b.gated else ''} |"
             )
         lines.append("")
     return lines
@@ -284,23 +254,19 @@ def bbq_lines(summary: EvaluationSummary) -> list[str]:
     b = summary.bbq
     if b is None:
         return []
-    ci = f"{bbq_report.percent(b.confidence_level)} CI"
+    ci = f"{percent(b.confidence_level)} CI"
     lines = [
         f"## {bbq_report.title(b)}", "", bbq_report.meaning(b), "",
         f"| metric | base | {ci} | tuned | {ci} | change | {ci} of change |", "|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for label, s in bbq_report.rows(b):
         lines.append(
-            f"| {label} | {_fmt(s.base)} | {_range(s.base_ci_low, s.base_ci_high)} | {_fmt(s.tuned)} "
-            f"| {_range(s.tuned_ci_low, s.tuned_ci_high)} | {_signed(s.delta)} | {_interval(s.delta_ci_low, s.delta_ci_high)} |"
+            f"| {label} | {number(s.base)} | {interval(s.base_ci_low, s.base_ci_high, number)} | {number(s.tuned)} "
+            f"| {interval(s.tuned_ci_low, s.tuned_ci_high, number)} | {signed(s.delta)} | {interval(s.delta_ci_low, s.delta_ci_high)} |"
         )
     for note in bbq_report.chance_notes(b):
         lines += ["", f"**At chance.** {note}"]
     return [*lines, ""]
-
-
-def _range(low: float | None, high: float | None) -> str:
-    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
 
 def verdict_lines(decision: GateDecision | None, note: str = "", plots: list[Path] | None = None) -> list[str]:
@@ -351,19 +317,19 @@ def render_markdown(
         base, tuned = getattr(section[part], f"base_{metric}"), getattr(section[part], f"tuned_{metric}")
         digits = 1 if metric == "words" else 3
         if metric == "signed_diff" and base is not None and tuned is not None:  # a relative change of a signed value misleads
-            lines.append(f"| {name} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {tuned - base:+.{digits}f} |")
+            lines.append(f"| {name} | {number(base, digits)} | {number(tuned, digits)} | {tuned - base:+.{digits}f} |")
             continue
         label = f"{name} (diversity tasks)" if part == "diversity" and metric in _CONSISTENCY_METRICS else name
-        lines.append(f"| {label} | {_fmt(base, digits)} | {_fmt(tuned, digits)} | {_change(base, tuned, digits)} |")
+        lines.append(f"| {label} | {number(base, digits)} | {number(tuned, digits)} | {change(base, tuned, digits)} |")
     c = consistency
     lines += [
         "",
         f"Paired t-test on the per-group gap (n = {c.n_groups}): "
-        f"t = {_fmt(c.t_statistic)}, p = {_fmt_p(c.p_value)}, "
-        f"q (BH over overall and per-domain tests) = {_fmt_p(c.q_value)}; "
-        f"Wilcoxon p = {_fmt_p(c.p_value_wilcoxon)}; significant: {_fmt(c.significant)}. "
-        f"Signed difference p (base / tuned): {_fmt_p(c.base_signed_diff_p)} / "
-        f"{_fmt_p(c.tuned_signed_diff_p)}. {c.gap_change_reason or ''}",
+        f"t = {number(c.t_statistic)}, p = {p_value(c.p_value)}, "
+        f"q (BH over overall and per-domain tests) = {p_value(c.q_value)}; "
+        f"Wilcoxon p = {p_value(c.p_value_wilcoxon)}; significant: {number(c.significant)}. "
+        f"Signed difference p (base / tuned): {p_value(c.base_signed_diff_p)} / "
+        f"{p_value(c.tuned_signed_diff_p)}. {c.gap_change_reason or ''}",
     ]
     if comparisons:
         lines += ["", *comparison_table(comparisons)]
@@ -386,7 +352,7 @@ def comparison_table(comparisons: list[Comparison]) -> list[str]:
         delta = "n/a" if c.delta is None else f"{c.delta:+.3f}"
         lines.append(
             f"| {c.family} | {c.metric} | {c.model or '-'} | {c.a} → {c.b} | {c.n} | {delta} | {ci} "
-            f"| {_fmt_p(c.p_t)} | {_fmt_p(c.p_wilcoxon)} | {_fmt_p(c.q_bh)} | {'yes' if c.significant else 'no'} |"
+            f"| {p_value(c.p_t)} | {p_value(c.p_wilcoxon)} | {p_value(c.q_bh)} | {'yes' if c.significant else 'no'} |"
         )
     return lines
 

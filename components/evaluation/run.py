@@ -55,6 +55,7 @@ from components.generation.engines import (
 from components.generation.sampling import SamplingConfig
 from components.models.provision import verified_base_model
 from components.release.gate import evaluate_gates
+from components.reporting.formatting import number, p_value, percent, signed
 from components.rewards.entropy import response_entropy, words
 from components.validation.suite import DATA_DOCS_DIR
 
@@ -383,10 +384,6 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     return EvaluationBinding.of(params, adapter).record()
 
 
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
-
-
 @dataclass
 class Evaluation:
     """What `evaluate_and_report` produced: the summary, the frames, the paired tests and the files."""
@@ -415,12 +412,12 @@ class Evaluation:
         benchmark's gated scores base -> tuned and BBQ's bias scores and disambiguated accuracy."""
         c, engine = self.summary.consistency, self.frames.engine
         fallback = f" [FALLBACK to {engine.used}]" if engine.fell_back else ""
-        q = "n/a" if c.q_value is None else f"{c.q_value:.3g}"
+        q = p_value(c.q_value)
         invalid = "" if c.valid else f" INVALID: {c.invalid_reason};"
         decisions = "".join(
             f"; {name} "
             + ", ".join(
-                f"{s.value} vs {s.baseline} {s.base_score:+.3f} -> {s.tuned_score:+.3f}"
+                f"{s.value} vs {s.baseline} {signed(s.base_score)} -> {signed(s.tuned_score)}"
                 for key, s in b.scores.items()
                 if key in b.gated and s.base_score is not None and s.tuned_score is not None
             )  # fmt: skip
@@ -429,14 +426,14 @@ class Evaluation:
         )
         if (b := self.summary.bbq) is not None:
             decisions += (
-                f"; bbq s_DIS {_num(b.disambig_bias.base)} -> {_num(b.disambig_bias.tuned)}, s_AMB {_num(b.ambig_bias.base)} -> "
-                f"{_num(b.ambig_bias.tuned)}, disambiguated accuracy {_num(b.disambig_accuracy.base)} -> "
-                f"{_num(b.disambig_accuracy.tuned)} ({b.n_items} items, not gated)"
+                f"; bbq s_DIS {signed(b.disambig_bias.base)} -> {signed(b.disambig_bias.tuned)}, s_AMB {signed(b.ambig_bias.base)} -> "
+                f"{signed(b.ambig_bias.tuned)}, disambiguated accuracy {signed(b.disambig_accuracy.base)} -> "
+                f"{signed(b.disambig_accuracy.tuned)} ({b.n_items} items, not gated)"
             )
         return (
-            f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {c.base_mean_gap:.4f} (base) -> {c.tuned_mean_gap:.4f} (tuned) "
-            f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {c.base_truncated_share:.1%} / "
-            f"{c.tuned_truncated_share:.1%};{invalid} engine {engine.used}{fallback}{decisions}"
+            f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {number(c.base_mean_gap, 4)} (base) -> {number(c.tuned_mean_gap, 4)} (tuned) "
+            f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {percent(c.base_truncated_share, 1)} / "
+            f"{percent(c.tuned_truncated_share, 1)};{invalid} engine {engine.used}{fallback}{decisions}"
         )
 
 

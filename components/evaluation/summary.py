@@ -20,6 +20,7 @@ from components.evaluation.statistics import (
     one_sample_test,
     paired_test,
 )
+from components.reporting.formatting import percent
 
 
 def _column_mean(frame: pd.DataFrame, column: str, notes: list[str]) -> float | None:
@@ -207,8 +208,8 @@ def _summarize_consistency(frame: pd.DataFrame, settings: SummarySettings, notes
     if not valid:
         limit = f"max_new_tokens = {settings.max_new_tokens}" if settings.max_new_tokens else "max_new_tokens"
         invalid_reason = (
-            f"{truncated['base']:.1%} of base and {truncated['tuned']:.1%} of tuned consistency samples hit {limit} "
-            f"(more than {settings.max_truncated_share:.0%}): the entropies are those of cut answers"
+            f"{percent(truncated['base'], 1)} of base and {percent(truncated['tuned'], 1)} of tuned consistency samples hit {limit} "
+            f"(more than {percent(settings.max_truncated_share)}): the entropies are those of cut answers"
         )
         notes.append(f"consistency: INVALID evaluation: {invalid_reason}")
     paraphrased = frame["base_paraphrase_gap"].astype(float).notna()

@@ -19,6 +19,7 @@ The child receives plain messages over a `multiprocessing` pipe (spawn context) 
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -161,6 +162,7 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="groupwise-vllm-parent-watch", daemon=True).start()
 
 
+_ENGINE_FORMAT, _ENGINE_DATEFMT = "%(levelname)s %(asctime)s [%(name)s] %(message)s", "%m-%d %H:%M:%S"
 LOG_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"  # vLLM's own setting: a `logging.config.dictConfig` JSON file
 _LOG: dict[str, Path | None] = {"path": None}
 
@@ -184,7 +186,7 @@ def _logging_dict(log: Path) -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"engine": {"format": "%(levelname)s %(asctime)s [%(name)s] %(message)s", "datefmt": "%m-%d %H:%M:%S"}},
+        "formatters": {"engine": {"format": _ENGINE_FORMAT, "datefmt": _ENGINE_DATEFMT}},
         "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log), "mode": "a", "formatter": "engine"}},
         "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
     }
@@ -200,6 +202,16 @@ def _engine_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, LOG_CONFIG_ENV: str(_log_config(log)), "VLLM_CONFIGURE_LOGGING": "1", "GROUPWISE_ENGINE_LOG": str(log)}
 
 
+def _quiet_imports(log: str) -> None:
+    """What the engine process says before vLLM's logging config applies (a warning logged while
+    importing vLLM, Python warnings of its dependencies) goes to the engine log too: a root handler
+    on the file, and Python's warnings through logging. This process only runs the engine."""
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter(_ENGINE_FORMAT, _ENGINE_DATEFMT))
+    logging.getLogger().addHandler(handler)
+    logging.captureWarnings(True)
+
+
 def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int) -> None:
     """Child main loop: start the LLM, then answer `_CALLS` messages until `close` or EOF."""
     _exit_with_parent(parent)
@@ -207,6 +219,7 @@ def _serve(conn, env: dict[str, str], llm_kwargs: dict[str, Any], parent: int) -
     if log := env.get("GROUPWISE_ENGINE_LOG"):  # one header per engine in its log
         with open(log, "a") as fh:
             fh.write(f"==== vLLM engine, pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+        _quiet_imports(log)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         from vllm import LLM

@@ -47,6 +47,7 @@ from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
+from components.reporting.formatting import percent
 from components.rewards import compute_rewards
 from components.rewards.registry import REWARDS, is_decision, is_free_text
 
@@ -95,7 +96,7 @@ class TrainResult:
     def time_line(self) -> str:
         """`time_shares` in one line: "time: rollouts 61 %, reward 4 %, ..." (empty without timed steps)."""
         shares = self.time_shares()
-        return "time: " + ", ".join(f"{name} {share:.0%}".replace("%", " %") for name, share in shares.items()) if shares else ""
+        return "time: " + ", ".join(f"{name} {percent(share)}" for name, share in shares.items()) if shares else ""
 
 
 def seed_everything(seed: int) -> None:

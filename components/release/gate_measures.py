@@ -37,6 +37,7 @@ from components.release.gate_spec import (
     summary_key,
     within,
 )
+from components.reporting import formatting
 
 # --- measures: structure --------------------------------------------------------------------------
 
@@ -105,15 +106,11 @@ def gap_reduction(spec: GateSpec, metrics: Mapping, threshold: float, champion: 
     return GateResult(name, value, threshold, passed, f"{name}: {shown} {sign} {limit} ({gaps})")
 
 
-def _percent(share: float) -> str:
-    return f"{share * 100:.1f}%"
-
-
 def _truncated_samples(base: float, tuned: float, metrics: Mapping) -> str:
     """'12.5% of base samples and 3.0% of tuned samples hit max_new_tokens = 32'."""
     limit = get_metric(metrics, "consistency", MAX_NEW_TOKENS)
     shown = f" = {limit}" if as_number(limit) is not None else ""
-    return f"{_percent(base)} of base samples and {_percent(tuned)} of tuned samples hit max_new_tokens{shown}"
+    return f"{formatting.percent(base, 1)} of base samples and {formatting.percent(tuned, 1)} of tuned samples hit max_new_tokens{shown}"
 
 
 def _declared_invalid(metrics: Mapping) -> str | None:
@@ -133,7 +130,7 @@ def truncation(spec: GateSpec, metrics: Mapping, threshold: float, champion: Cha
     if pair is None:
         return missing_result(name, threshold, f"{spec.section}.{base_key} / {tuned_key} (as finite "
                         "numbers): an evaluation that did not record truncation cannot register")  # fmt: skip
-    worst, hits, limit = max(pair), _truncated_samples(*pair, metrics), f"{threshold * 100:g}%"
+    worst, hits, limit = max(pair), _truncated_samples(*pair, metrics), formatting.percent(threshold, None)
     problems = [] if within(worst, threshold) else [f"{hits} (> {limit}); raise eval.max_new_tokens"]
     invalid = _declared_invalid(metrics)
     problems += [invalid] if invalid is not None else []
@@ -180,7 +177,7 @@ def significance(spec: GateSpec, metrics: Mapping, required: float, champion: Ch
     value = as_number(raw)
     if value is None or not math.isfinite(value):
         return GateResult(name, None, threshold, False, f"{name}: {raw!r} is not a number")
-    shown = f"{symbol} = {value:.3g}"
+    shown = f"{symbol} = {formatting.p_value(value)}"
     if disabled:
         return GateResult(name, value, threshold, True, f"{name}: {shown}, {off} ({test})")
     if not within(value, threshold):
@@ -197,10 +194,10 @@ def _gap_fell(spec: GateSpec, value: float, threshold: float, metrics: Mapping, 
     base, tuned = pair
     if tuned < base:
         return GateResult(name, value, threshold, True, f"{name}: {significant}; the gap fell "
-                          f"(tuned mean gap {tuned:.4g} < base {base:.4g})")  # fmt: skip
+                          f"(tuned mean gap {formatting.significant(tuned)} < base {formatting.significant(base)})")  # fmt: skip
     change = "rose: a significant increase" if tuned > base else "did not fall"
     return GateResult(name, value, threshold, False, f"{name}: {significant}, but the gap {change} "
-                      f"(tuned mean gap {tuned:.4g} vs base {base:.4g})")  # fmt: skip
+                      f"(tuned mean gap {formatting.significant(tuned)} vs base {formatting.significant(base)})")  # fmt: skip
 
 
 # --- measures: the quality guard ------------------------------------------------------------------
@@ -289,7 +286,7 @@ def versus_champion(spec: GateSpec, metrics: Mapping, threshold: float, champion
     passed, comparison = at_most(worse, threshold)
     return GateResult(
         name, worse, threshold, passed,
-        f"{name}: {spec.what} worse by {comparison} ({ours:.4g} vs champion v{champion.version} {theirs:.4g})",
+        f"{name}: {spec.what} worse by {comparison} ({formatting.significant(ours)} vs champion v{champion.version} {formatting.significant(theirs)})",
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from components.contracts.summary import EvaluationSummary
 from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, GateDetail, Provenance, VersionTags
 from components.release.gate import GateDecision
+from components.reporting.formatting import significant
 
 GATES_CSV, GATES_MD = "gates.csv", "gates.md"
 COLUMNS = ["gate", "value", "threshold", "verdict", "reason"]
@@ -30,7 +31,7 @@ def gate_markdown(decision: GateDecision) -> str:
     """The gate table as markdown, with the overall verdict first."""
     lines = [f"**Gates: {'passed' if decision.passed else 'failed'}**", "", "| " + " | ".join(COLUMNS) + " |", "|---|---|---|---|---|"]
     for row in gate_rows(decision):
-        value = "n/a" if row["value"] is None else f"{row['value']:.4g}"
+        value = significant(row["value"])
         reason = row["reason"].replace("|", "\\|")
         lines.append(f"| {row['gate']} | {value} | {row['threshold']:g} | {row['verdict']} | {reason} |")
     return "\n".join(lines) + "\n"

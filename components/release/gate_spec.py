@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, asdict, dataclass
 from components.config import GateConfig
 from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary
 from components.contracts.version_tags import Champion
+from components.reporting.formatting import number, significant
 
 SLACK = 1e-12
 MISSING = object()
@@ -83,9 +84,9 @@ def as_number(value: object) -> float | None:
 
 def shown_pair(value: float, threshold: float) -> tuple[str, str]:
     """Format value and threshold with 2 decimals, or more when 2 would hide their difference."""
-    shown = f"{value:.2f}", f"{threshold:.2f}"
+    shown = number(float(value), 2), number(float(threshold), 2)
     if shown[0] == shown[1] and abs(value - threshold) > SLACK:
-        shown = f"{value:.4g}", f"{threshold:.4g}"
+        shown = significant(value), significant(threshold)
     return shown
 
 

@@ -21,6 +21,7 @@ from components.config import Params
 from components.contracts.atomic import atomic_write_json
 from components.contracts.summary import EvaluationSummary
 from components.hashing import folder_files_sha256
+from components.reporting.formatting import p_value, percent
 from components.tracking import logged_model, runs
 
 DECISION_FILE = "decision.json"
@@ -41,8 +42,8 @@ def version_description(summary: EvaluationSummary, gates: int) -> str:
     def pair(name: str, base: float | None, tuned: float | None, digits: int = 3) -> str:
         return f"{name} {base:.{digits}f} → {tuned:.{digits}f}" if base is not None and tuned is not None else f"{name} n/a"
 
-    reduction = f" ({c.relative_gap_reduction:+.0%} reduction" if c.relative_gap_reduction is not None else " ("
-    q = f", q {c.q_value:.2g})" if c.q_value is not None else ")"
+    reduction = f" ({percent(c.relative_gap_reduction, signed=True)} reduction" if c.relative_gap_reduction is not None else " ("
+    q = f", q {p_value(c.q_value)})" if c.q_value is not None else ")"
     return (
         f"Passed all {gates} gates. Held-out gap on {c.axis} {pair('', c.base_mean_gap, c.tuned_mean_gap).strip()}{reduction}{q}; "
         f"{pair('helpfulness', c.base_helpfulness, c.tuned_helpfulness)}; {pair('words per answer', c.base_words, c.tuned_words, 1)}; "

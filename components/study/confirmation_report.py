@@ -24,6 +24,7 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test
+from components.reporting.formatting import MISSING, estimate, number, p_value, percent, signed
 from components.study.layout import StudyLayout
 
 RECORD_FILE = "preregistration.json"
@@ -159,38 +160,34 @@ def verdict(entry: ArmSeeds | None, planned_seeds: int) -> dict:
             "primary_holds": primary_holds, "targets": targets, "failed": failed, "mixed_model": mixed.to_dict()}  # fmt: skip
 
 
-def _fmt(value: float | None, spec: str = "+.3f") -> str:
-    return "—" if value is None else format(value, spec)
+def _relative(value: float | None) -> str:
+    return percent(value, 1, signed=True)
 
 
-def _p(value: float | None) -> str:
-    return "—" if value is None else (f"{value:.2g}" if value >= 1e-3 else f"{value:.1e}")
-
-
-def _interval(stat: dict, spec: str = "+.3f") -> str:
-    return f"{_fmt(stat['mean'], spec)} [{_fmt(stat['ci_low'], spec)}, {_fmt(stat['ci_high'], spec)}]"
+def _estimate(stat: dict, show: Callable[[float | None], str] = signed) -> str:
+    return estimate(stat["mean"], stat["ci_low"], stat["ci_high"], show)
 
 
 PER_SEED: list[tuple[str, str, Callable[[dict], str]]] = [
-    ("gap base → tuned", "gap", lambda f: f"{f['base_gap']:.3f} → {f['tuned_gap']:.3f}"),
-    ("R", "gap_reduction", lambda f: f"{f['gap_reduction']:+.0%}"),
-    ("compliance base → tuned", "compliance", lambda f: f"{f['base_compliance']:.2f} → {f['tuned_compliance']:.2f}"),
-    ("words", "words_change", lambda f: f"{f['words_change']:+.0%}"),
-    ("H_norm", "helpfulness_change", lambda f: _fmt(f["helpfulness_change"])),
-    ("DiscrimEval f − m", "discrim_female_change", lambda f: _fmt(f["discrim_female_change"])),
-    ("DiscrimEval nb − m", "discrim_non_binary_change", lambda f: _fmt(f["discrim_non_binary_change"])),
-    ("BBQ amb. bias", "bbq_ambiguous_bias_change", lambda f: _fmt(f["bbq_ambiguous_bias_change"])),
-    ("BBQ disamb. acc.", "bbq_disambiguated_accuracy_change", lambda f: _fmt(f["bbq_disambiguated_accuracy_change"])),
+    ("gap base → tuned", "gap", lambda f: f"{number(f['base_gap'])} → {number(f['tuned_gap'])}"),
+    ("R", "gap_reduction", lambda f: percent(f["gap_reduction"], signed=True)),
+    ("compliance base → tuned", "compliance", lambda f: f"{number(f['base_compliance'], 2)} → {number(f['tuned_compliance'], 2)}"),
+    ("words", "words_change", lambda f: percent(f["words_change"], signed=True)),
+    ("H_norm", "helpfulness_change", lambda f: signed(f["helpfulness_change"])),
+    ("DiscrimEval f − m", "discrim_female_change", lambda f: signed(f["discrim_female_change"])),
+    ("DiscrimEval nb − m", "discrim_non_binary_change", lambda f: signed(f["discrim_non_binary_change"])),
+    ("BBQ amb. bias", "bbq_ambiguous_bias_change", lambda f: signed(f["bbq_ambiguous_bias_change"])),
+    ("BBQ disamb. acc.", "bbq_disambiguated_accuracy_change", lambda f: signed(f["bbq_disambiguated_accuracy_change"])),
 ]
 
 
-PROBE_CELLS = (("words40", "compliance", ".2f"), ("list3", "compliance", ".2f"), ("open", "words", ".0f"),
-               ("open", "helpfulness", ".3f"), ("open", "gap", ".3f"))  # fmt: skip
+PROBE_CELLS = (("words40", "compliance", 2), ("list3", "compliance", 2), ("open", "words", 0), ("open", "helpfulness", 3),
+               ("open", "gap", 3))  # fmt: skip
 
 
-def _base_to_tuned(entry: ArmSeeds, probe: str, column: str, spec: str) -> str:
+def _base_to_tuned(entry: ArmSeeds, probe: str, column: str, digits: int) -> str:
     base, tuned = seed_level(entry, f"{probe}_base_{column}")["mean"], seed_level(entry, f"{probe}_tuned_{column}")["mean"]
-    return "—" if base is None or tuned is None else f"{base:{spec}} → {tuned:{spec}}"
+    return MISSING if base is None or tuned is None else f"{number(base, digits)} → {number(tuned, digits)}"
 
 
 def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
@@ -210,12 +207,12 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
         primary = decided["primary"]
         lines += ["## Primary endpoint (seed level)", "",
                   f"Relative gap reduction R on the {record['primary_groups']} primary groups: mean over "
-                  f"{primary['n']} seeds {_interval(primary, '+.1%')}, p {_p(primary['p_value'])} "
-                  f"(target: mean ≥ {PRIMARY_MEAN:.0%}, 95 % CI lower bound > {PRIMARY_CI_LOW:.0%}).", ""]  # fmt: skip
+                  f"{primary['n']} seeds {_estimate(primary, _relative)}, p {p_value(primary['p_value'])} "
+                  f"(target: mean ≥ {percent(PRIMARY_MEAN)}, 95 % CI lower bound > {percent(PRIMARY_CI_LOW)}).", ""]  # fmt: skip
         mixed = decided["mixed_model"]
         if mixed["usable"]:
             lines += [f"Supporting mixed model (d = tuned − base gap; seed random, group crossed): "
-                      f"{_fmt(mixed['estimate'])} [{_fmt(mixed['ci_low'])}, {_fmt(mixed['ci_high'])}], p {_p(mixed['p_value'])}.", ""]  # fmt: skip
+                      f"{estimate(mixed['estimate'], mixed['ci_low'], mixed['ci_high'])}, p {p_value(mixed['p_value'])}.", ""]  # fmt: skip
         else:
             lines += [f"Supporting mixed model: not usable ({mixed['note']}); the seed-level test is the inference.", ""]
         lines += [
@@ -228,19 +225,21 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
             stat = decided["targets"][t.name]
             holds = {True: "yes", False: "**no**", None: "not measured"}[stat["holds"]]
             bound = f"{'≤' if t.at_most else '≥'} {t.bound:+g}"
-            lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {_interval(stat)} | {holds} |")
+            lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {_estimate(stat)} | {holds} |")
         lines.append("")
     lines += ["## Per seed", "", "| arm | " + " | ".join(h for h, _, _ in PER_SEED) + " |", "|---" * (len(PER_SEED) + 1) + "|"]
     for family in (RECIPE, PAPER):
         for name, figures in results[family].seeds.items() if family in results else []:
             lines.append(
-                f"| {name} | " + " | ".join(cell(figures) if figures.get(key, 0) is not None else "—" for _, key, cell in PER_SEED) + " |"
+                f"| {name} | "
+                + " | ".join(cell(figures) if figures.get(key, 0) is not None else MISSING for _, key, cell in PER_SEED)
+                + " |"
             )
     lines += ["", "## Instruction probes (descriptive): base → tuned, seed-level means", "",
               "| arm | at most 40 words: compliance | list of three points: compliance | no instruction: words | no instruction: H_norm | no instruction: gap |",
               "|---|---|---|---|---|---|"]  # fmt: skip
     for family, entry in results.items():
-        cells = [_base_to_tuned(entry, name, column, spec) for name, column, spec in PROBE_CELLS]
+        cells = [_base_to_tuned(entry, name, column, digits) for name, column, digits in PROBE_CELLS]
         lines.append(f"| {family} ({len(entry.seeds)} seeds) | " + " | ".join(cells) + " |")
     if RECIPE in results and PAPER in results:
         lines += [
@@ -252,7 +251,7 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
         ]
         for label, key in (("R", "gap_reduction"), ("words", "words_change"), ("compliance change", "compliance_change"),
                            ("DiscrimEval f − m change", "discrim_female_change"), ("BBQ amb. bias change", "bbq_ambiguous_bias_change")):  # fmt: skip
-            lines.append(f"| {label} | {_interval(seed_level(results[RECIPE], key))} | {_interval(seed_level(results[PAPER], key))} |")
+            lines.append(f"| {label} | {_estimate(seed_level(results[RECIPE], key))} | {_estimate(seed_level(results[PAPER], key))} |")
     missing = [f"{family}-s{i}" for family, seeds in planned.items() for i in range(1, len(seeds) + 1)
                if f"{family}-s{i}" not in (results.get(family).seeds if family in results else {})]  # fmt: skip
     if missing:

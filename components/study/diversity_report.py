@@ -52,10 +52,11 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_text
 from components.data.selection import in_domains
-from components.evaluation.metric_labels import label
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
 from components.machine import machine_label
+from components.reporting.formatting import interval, number, p_value, percent, signed
+from components.reporting.metric_labels import label
 from components.study.layout import ARM_FILE, StudyLayout
 from components.study.report import arm_family
 
@@ -66,7 +67,7 @@ FAMILY_METRICS = {
     "arith": ("validity", "coverage"),
     "*": ("all_valid", "coverage", "validity", "js_to_uniform"),
 }
-# arithmetic's own names; every other label is the report page's (components.evaluation.metric_labels)
+# arithmetic's own names; every other label is the report page's (components.reporting.metric_labels)
 ARITHMETIC_LABELS = {
     "validity": "accuracy (share of samples right)",
     "coverage": "pass@K (a task answered right at least once)",
@@ -257,16 +258,6 @@ def diversity_table(arms: dict[str, pd.DataFrame], compare: list[tuple[str, str]
     return table[COLUMNS]
 
 
-def _num(value, digits: int = 3) -> str:
-    return "n/a" if value is None or pd.isna(value) else f"{value:.{digits}f}"
-
-
-def _p(value) -> str:
-    if value is None or pd.isna(value):
-        return "n/a"
-    return f"{value:.1e}" if value < 0.001 else f"{value:.3f}"
-
-
 def power_lines(table: pd.DataFrame, trained: dict[str, set[str]] | None = None) -> list[str]:
     """Per head-to-head pair and task family both arms train on (`trained`: {arm: task families}; an arm
     left out trains on all), whether the design detects a difference of POWERED_AT in the family's first
@@ -286,7 +277,7 @@ def power_lines(table: pd.DataFrame, trained: dict[str, set[str]] | None = None)
             continue
         verdict, sign = ("powered", "≤") if r["detectable"] <= POWERED_AT else ("not powered", ">")
         lines.append(f"- **{verdict}**: {what}: {r['n_tasks']} tasks ({seeds}) detect {r['detectable']:.3f} {sign} "
-                     f"{POWERED_AT:.2f} (α {ALPHA}, {POWER * 100:.0f} % power)")  # fmt: skip
+                     f"{POWERED_AT:.2f} (α {ALPHA}, {percent(POWER)} power)")  # fmt: skip
     return lines
 
 
@@ -311,18 +302,21 @@ def seed_level_table(rows: pd.DataFrame, fam: str, alpha: float) -> list[str]:
     lines = ["| comparison | metric | seeds | d per seed | d̄ [95 % CI] | p | q | mixed model μ̂ [95 % CI] | p | σ seed | "
              f"task-level q | significant (q < {alpha}) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in rows.iterrows():
-        d = f"{_num(r['seed_diff'], 3)} [{_num(r['seed_ci_low'])}, {_num(r['seed_ci_high'])}]"
+        d = f"{number(r['seed_diff'], 3)} [{number(r['seed_ci_low'])}, {number(r['seed_ci_high'])}]"
         if not pd.isna(r["seed_diff"]):
-            d = f"{r['seed_diff']:+.3f} [{_num(r['seed_ci_low'])}, {_num(r['seed_ci_high'])}]"
-        q = _p(r["seed_q_value"])
+            d = f"{signed(r['seed_diff'])} {interval(r['seed_ci_low'], r['seed_ci_high'], number)}"
+        q = p_value(r["seed_q_value"])
         if _significant(r["seed_q_value"], alpha):
             d, q = f"**{d}**", f"**{q}**"
         mixed, mixed_p = f"n/a: {r['mixed_note']}" if isinstance(r["mixed_note"], str) else "n/a", "n/a"
         if not pd.isna(r["mixed_diff"]):
-            mixed, mixed_p = f"{r['mixed_diff']:+.3f} [{_num(r['mixed_ci_low'])}, {_num(r['mixed_ci_high'])}]", _p(r["mixed_p_value"])
+            mixed, mixed_p = (
+                f"{signed(r['mixed_diff'])} {interval(r['mixed_ci_low'], r['mixed_ci_high'], number)}",
+                p_value(r["mixed_p_value"]),
+            )
         lines.append(f"| {r['arm']} vs {r['against']} | {metric_label(fam, r['metric'])} | {r['n_seeds']} | {_per_seed(r['seed_diffs'])} | "
-                     f"{d} | {_p(r['seed_p_value'])} | {q} | {mixed} | {mixed_p} | {_num(r['mixed_seed_sd'])} | "
-                     f"{_p(r['q_value'])} | {verdict(r, alpha)} |")  # fmt: skip
+                     f"{d} | {p_value(r['seed_p_value'])} | {q} | {mixed} | {mixed_p} | {number(r['mixed_seed_sd'])} | "
+                     f"{p_value(r['q_value'])} | {verdict(r, alpha)} |")  # fmt: skip
     return lines
 
 
@@ -337,8 +331,8 @@ def changed_conclusions(table: pd.DataFrame, alpha: float) -> str:
     changed = table[verdicts.isin(["task only", "seed only"]) & (table["comparison"] == "head to head")]
     named = []
     for (a, b, fam), rows in changed.groupby(["arm", "against", "family"], sort=False):
-        metrics = ", ".join(f"{metric_label(fam, r['metric'])} ({r['seed_diff']:+.3f}, seed-level p {_p(r['seed_p_value'])}, "
-                            f"task-level q {_p(r['q_value'])})" for _, r in rows.iterrows())  # fmt: skip
+        metrics = ", ".join(f"{metric_label(fam, r['metric'])} ({signed(r['seed_diff'])}, seed-level p {p_value(r['seed_p_value'])}, "
+                            f"task-level q {p_value(r['q_value'])})" for _, r in rows.iterrows())  # fmt: skip
         named.append(f"{a} vs {b} on {FAMILY_LABELS.get(fam, fam)}: {metrics}")
     n = int(table["n_seeds"].max())
     if task == kept and not named:
@@ -362,7 +356,7 @@ def seed_lines(table: pd.DataFrame) -> list[str]:
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in rows.sort_values("family", key=lambda c: c.map(family_order), kind="stable").iterrows():
         lines.append(f"| {r['arm']} | {FAMILY_LABELS.get(r['family'], r['family'])} | {metric_label(r['family'], r['metric'])} | "
-                     f"{r['seeds']} | {_num(r['value'])} | {_num(r['seed_min'])} – {_num(r['seed_max'])} | {_num(r['seed_sd'])} |")  # fmt: skip
+                     f"{r['seeds']} | {number(r['value'])} | {number(r['seed_min'])} – {number(r['seed_max'])} | {number(r['seed_sd'])} |")  # fmt: skip
     return lines
 
 
@@ -418,12 +412,12 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
                   "| comparison | metric | tasks | reference | arm | d [95 % CI] | p | q | detectable (α 0.01, 80 %) |",
                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in rows.iterrows():
-            d = f"{r['diff']:+.3f} [{_num(r['ci_low'])}, {_num(r['ci_high'])}]"
-            q = _p(r["q_value"])
+            d = f"{signed(r['diff'])} {interval(r['ci_low'], r['ci_high'], number)}"
+            q = p_value(r["q_value"])
             if r["q_value"] is not None and not pd.isna(r["q_value"]) and r["q_value"] < alpha:
                 d, q = f"**{d}**", f"**{q}**"
             lines.append(f"| {r['arm']} vs {r['against']} | {metric_label(fam, r['metric'])} | {r['n_tasks']} | "
-                         f"{_num(r['reference'])} | {_num(r['value'])} | {d} | {_p(r['p_value'])} | {q} | {_num(r['detectable'], 2)} |")  # fmt: skip
+                         f"{number(r['reference'])} | {number(r['value'])} | {d} | {p_value(r['p_value'])} | {q} | {number(r['detectable'], 2)} |")  # fmt: skip
     return "\n".join([*lines, *seed_lines(table), ""])
 
 

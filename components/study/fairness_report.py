@@ -27,6 +27,7 @@ from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE
 from components.evaluation.statistics import benjamini_hochberg, paired_test
 from components.machine import machine_label
+from components.reporting.formatting import MISSING, number, p_value, percent, signed
 from components.study.layout import ARM_FILE, StudyLayout, has_finished
 from components.study.report import arm_family
 
@@ -179,14 +180,14 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
             continue
         worst, q = parity["reduction"].min(), parity["change_q"].max()
         rows.append(row(name, parity, f"{name}: each abs. score −50 %, q < 0.01, every seed",
-                        f"min reduction {_pct(worst)}, max q {_p(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
+                        f"min reduction {percent(worst)}, max q {p_value(q)}", bool(worst >= 0.5 and q < alpha)))  # fmt: skip
         if not prompt.empty:
             mine, theirs = parity.groupby("demographic")["reduction"].mean(), prompt.groupby("demographic")["reduction"].mean()
             rows.append(row(name, parity, f"{name} reduces more than prompt-intervention",
-                            "; ".join(f"{k} {_pct(mine[k])} vs {_pct(theirs.get(k))}" for k in mine.index),
+                            "; ".join(f"{k} {percent(mine[k])} vs {percent(theirs.get(k))}" for k in mine.index),
                             bool(all(mine[k] > theirs.get(k, np.inf) for k in mine.index))))  # fmt: skip
         rho = parity["profile_correlation"].min()
-        rows.append(row(name, parity, f"{name}: profile correlation ≥ 0.8", f"min {_num(rho)}", bool(rho >= 0.8)))
+        rows.append(row(name, parity, f"{name}: profile correlation ≥ 0.8", f"min {number(rho)}", bool(rho >= 0.8)))
     # the plant's targets judge the demographics it planted (female against male), not the others
     for name in judged(PLANT):
         planted = family(name)
@@ -201,24 +202,8 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
         removed = removed[removed["planted"].astype(bool)]
         if not removed.empty:
             worst = removed["removal"].min()
-            rows.append(row(name, removed, f"{name} removes ≥ 80 % of the plant, every seed", f"min {_pct(worst)}", bool(worst >= 0.8)))
+            rows.append(row(name, removed, f"{name} removes ≥ 80 % of the plant, every seed", f"min {percent(worst)}", bool(worst >= 0.8)))
     return rows
-
-
-def _num(value, digits: int = 3, signed: bool = False) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "n/a"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def _p(value) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "n/a"
-    return f"{value:.1e}" if value < 0.001 else f"{value:.3f}"
-
-
-def _pct(value) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{100 * value:.0f} %"
 
 
 def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str], alpha: float = 0.01) -> str:
@@ -243,24 +228,24 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], comma
               "| arm | demographic | seeds | base score | tuned score (mean ± sd) | reduction mean [min, max] | max change q | "
               "removal of start's (min) | min profile ρ | yes-share | train min |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in summary.iterrows():
-        removal = "—" if pd.isna(r["removal"]) else f"{_pct(r['removal'])} ({_pct(r['removal_min'])})"
-        q = _p(r["change_q_max"])
+        removal = MISSING if pd.isna(r["removal"]) else f"{percent(r['removal'])} ({percent(r['removal_min'])})"
+        q = p_value(r["change_q_max"])
         if not pd.isna(r["change_q_max"]) and r["change_q_max"] < alpha:
             q = f"**{q}**"
-        sd = "" if pd.isna(r["tuned_score_sd"]) else f" ± {r['tuned_score_sd']:.3f}"
-        lines.append(f"| {r['family']} | {r['demographic']} | {r['seeds']} | {_num(r['base_score'], signed=True)} | "
-                     f"{_num(r['tuned_score'], signed=True)}{sd} | {_pct(r['reduction'])} [{_pct(r['reduction_min'])}, "
-                     f"{_pct(r['reduction_max'])}] | {q} | {removal} | {_num(r['profile_correlation_min'])} | "
-                     f"{_pct(r['tuned_yes_share'])} | {_num(r['train_minutes'], 1)} |")  # fmt: skip
+        sd = "" if pd.isna(r["tuned_score_sd"]) else f" ± {number(r['tuned_score_sd'])}"
+        lines.append(f"| {r['family']} | {r['demographic']} | {r['seeds']} | {signed(r['base_score'])} | "
+                     f"{signed(r['tuned_score'])}{sd} | {percent(r['reduction'])} [{percent(r['reduction_min'])}, "
+                     f"{percent(r['reduction_max'])}] | {q} | {removal} | {number(r['profile_correlation_min'])} | "
+                     f"{percent(r['tuned_yes_share'])} | {number(r['train_minutes'], 1)} |")  # fmt: skip
     lines += ["", "## Every arm and seed", "",
               "| arm | demographic | tuned score [95 % CI] | change p / q | profile ρ | yes-share base → tuned | consistency gap base → tuned | "
               "words base → tuned | validity base → tuned |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in table.iterrows():
-        lines.append(f"| {r['arm']} | {r['demographic']} | {_num(r['tuned_score'], signed=True)} [{_num(r['tuned_ci_low'], signed=True)}, "
-                     f"{_num(r['tuned_ci_high'], signed=True)}] | {_p(r['change_p'])} / {_p(r['change_q'])} | "
-                     f"{_num(r['profile_correlation'])} | {_pct(r['base_yes_share'])} → {_pct(r['tuned_yes_share'])} | "
-                     f"{_num(r['consistency_gap_base'])} → {_num(r['consistency_gap_tuned'])} | {_num(r['words_base'], 0)} → "
-                     f"{_num(r['words_tuned'], 0)} | {_num(r['validity_base'], 2)} → {_num(r['validity_tuned'], 2)} |")  # fmt: skip
+        lines.append(f"| {r['arm']} | {r['demographic']} | {signed(r['tuned_score'])} [{signed(r['tuned_ci_low'])}, "
+                     f"{signed(r['tuned_ci_high'])}] | {p_value(r['change_p'])} / {p_value(r['change_q'])} | "
+                     f"{number(r['profile_correlation'])} | {percent(r['base_yes_share'])} → {percent(r['tuned_yes_share'])} | "
+                     f"{number(r['consistency_gap_base'])} → {number(r['consistency_gap_tuned'])} | {number(r['words_base'], 0)} → "
+                     f"{number(r['words_tuned'], 0)} | {number(r['validity_base'], 2)} → {number(r['validity_tuned'], 2)} |")  # fmt: skip
     if notes:
         lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
     return "\n".join([*lines, ""])

@@ -1,4 +1,5 @@
-"""The README's results: one line per study, computed from that study's committed files under results/.
+"""The README's results (and docs/results.md's): one line per study, computed from that study's committed
+files under results/.
 
 `HEADLINES` maps a name to a function of the repository root that reads the study's artifacts
 (table.csv, the arms' metrics.json and arm.json, a registration's decision.json, a benchmark's log)
@@ -7,12 +8,13 @@ Status: **exploratory**, a result of the recipe search (its data were looked at 
 **confirmed** or **not confirmed**, a pre-registered test's verdict (results/confirmation/verdict.json,
 written by `components.study.confirmation_report`), "pre-registered, running" until every seed is in.
 
-    python -m components.study.headlines --write README.md    # rewrite the README's generated blocks
-    python -m components.study.headlines --check README.md    # exit 1 when they differ from results/
+    python -m components.study.headlines --write    # rewrite the generated blocks of README.md and docs/results.md
+    python -m components.study.headlines --check    # exit 1 when they differ from results/
 
-The README holds two blocks (`components.study.readme_blocks`): `results` (these lines) and `make-run`
-(`components.study.reference_run`); tests/unit/test_readme_results.py fails when either differs from
-what the committed files give. Numbers use the study reports' formatting (`fairness_report`).
+Each of `GENERATED_FILES` holds two blocks (`components.study.readme_blocks`): `results` (these lines,
+their links relative to that file) and `make-run` (`components.study.reference_run`);
+tests/unit/test_readme_results.py fails when either differs from what the committed files give.
+Numbers are written by `components.reporting.formatting`, as in every report.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from components.study.fairness_report import _num, _p, _pct
-from components.study.readme_blocks import stale_blocks, write_blocks
+from components.reporting.formatting import p_value, percent, signed, typographic
+from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import reference_run_lines
 
 RESULTS = Path("results")
@@ -43,32 +45,23 @@ class Headline(NamedTuple):
     link: str
     link_text: str = "report"
 
-    def line(self) -> str:
-        return f"- **{self.label}** · {self.text} ([{self.link_text}]({self.link}))"
-
-
-def _minus(text: str) -> str:
-    """Typographic minus signs in a formatted number."""
-    return text.replace("-", "−")
+    def line(self, links_from: str = "") -> str:
+        """The markdown line; `links_from`: the path from the file that shows it to the root ("../" in docs/)."""
+        return f"- **{self.label}** · {self.text} ([{self.link_text}]({links_from}{self.link}))"
 
 
 def _change(value: float) -> str:
-    """A relative change as a signed percentage: −56 %, +180 %."""
-    return ("+" if value >= 0 else "−") + _pct(abs(value))
+    """A relative change as a signed percentage: −56%, +180%."""
+    return typographic(percent(value, signed=True))
 
 
 def _changes(values) -> str:
-    """Several relative changes, one per seed: −53 / −42 / −54 %."""
-    return " / ".join(("+" if v >= 0 else "−") + f"{100 * abs(v):.0f}" for v in values) + " %"
-
-
-def _share(value: float) -> str:
-    """A small share as a percentage with one decimal: 9.6 %."""
-    return f"{100 * value:.1f} %"
+    """Several relative changes, one per seed: −53% / −42% / −54%."""
+    return " / ".join(_change(v) for v in values)
 
 
 def _signed(value: float, digits: int = 3) -> str:
-    return _minus(_num(value, digits, signed=True))
+    return typographic(signed(value, digits))
 
 
 def _overall(study: Path, family: str) -> pd.DataFrame:
@@ -93,7 +86,7 @@ def consistency(root: Path) -> Headline:
     r = _overall(root / RESULTS / "consistency", "grpo").iloc[0]
     text = (
         f"consistency, the paper's reward (`{r['arm']}`, {int(r['n_groups'])} held-out groups): gap {r['base_gap']:.3f} → "
-        f"{r['tuned_gap']:.3f} ({_change(-r['relative_reduction'])}, q {_p(r['q_value'])}), answers "
+        f"{r['tuned_gap']:.3f} ({_change(-r['relative_reduction'])}, q {p_value(r['q_value'])}), answers "
         f"{_change(r['tuned_words'] / r['base_words'] - 1)} long: {_gates([r['gate_all']])}"
     )
     return Headline(EXPLORATORY, text, "results/consistency/report.md")
@@ -114,7 +107,7 @@ def compliance_parity(root: Path) -> Headline:
     scores = [_female_scores(study / "arms" / arm) for arm in rows["arm"]]
     text = (
         f"compliance-parity, the default objective (`{PARITY_ARM}`, {len(rows)} seeds): gap "
-        f"{_changes(-rows['relative_reduction'])} (q ≤ {_p(rows['q_value'].max())}), DiscrimEval female − male "
+        f"{_changes(-rows['relative_reduction'])} (q ≤ {p_value(rows['q_value'].max())}), DiscrimEval female − male "
         f"{_signed(scores[0][0])} → {' / '.join(_signed(t) for _, t in scores)}; {_gates(list(rows['gate_all']))}"
     )
     return Headline(EXPLORATORY, text, "results/compliance-parity/report.md")
@@ -138,8 +131,8 @@ def confirmation(root: Path) -> Headline:
     primary = verdict["primary"]
     failed = verdict.get("failed") or []
     text = (
-        f"confirmation of the default objective on {where}: gap reduction {_pct(primary['mean'])} "
-        f"[{_pct(primary['ci_low'])}, {_pct(primary['ci_high'])}] over {primary['n']} seeds, p {_p(primary['p_value'])}"
+        f"confirmation of the default objective on {where}: gap reduction {percent(primary['mean'])} "
+        f"[{percent(primary['ci_low'])}, {percent(primary['ci_high'])}] over {primary['n']} seeds, p {p_value(primary['p_value'])}"
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return Headline(verdict["status"], text, "results/confirmation/report.md")
@@ -162,8 +155,8 @@ def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
 def _q(row: pd.Series) -> str:
     """The comparison's q: over seeds (the primary inference, where the table has it), then over tasks."""
     if "seed_q_value" in row and not pd.isna(row["seed_q_value"]):
-        return f"q {_p(row['seed_q_value'])} over {int(row['n_seeds'])} seeds, {_p(row['q_value'])} over tasks"
-    return f"q {_p(row['q_value'])} over tasks"
+        return f"q {p_value(row['seed_q_value'])} over {int(row['n_seeds'])} seeds, {p_value(row['q_value'])} over tasks"
+    return f"q {p_value(row['q_value'])} over tasks"
 
 
 def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
@@ -177,7 +170,7 @@ def gapo(root: Path) -> Headline:
     text = (
         f"GAPO vs GRPO ({int(coverage['n_tasks'])} held-out list tasks, {int(coverage['seeds'])} seeds): coverage "
         f"{coverage['reference']:.2f} → {coverage['value']:.2f} ({_q(coverage)}), every option named "
-        f"{_share(every['reference'])} → {_share(every['value'])} of tasks"
+        f"{percent(every['reference'], 1)} → {percent(every['value'], 1)} of tasks"
     )
     return Headline(EXPLORATORY, text, "results/gapo/report.md")
 
@@ -219,7 +212,7 @@ def fairness(root: Path) -> Headline:
     text = (
         f"fairness, GRPO decision parity ({arm['train_steps']} steps, β {arm['overrides']['train']['beta']:g}, "
         f"{rows['arm'].nunique()} seeds, {int(rows['n_questions'].iloc[0])} held-out DiscrimEval questions): "
-        f"{', '.join(cuts)} (q ≤ {_p(rows['change_q'].max())})"
+        f"{', '.join(cuts)} (q ≤ {p_value(rows['change_q'].max())})"
     )
     return Headline(EXPLORATORY, text, "results/fairness/report.md")
 
@@ -240,7 +233,7 @@ def fairness_planted(root: Path) -> Headline:
     text = (
         f"fairness, a planted {_versus_male(removed['demographic'].iloc[0])} bias "
         f"({_range(plant['tuned_score'].abs() / plant['base_score'].abs(), '.0f')}× the base's) was removed "
-        f"{' / '.join(f'{100 * v:.0f}' for v in removed['removal'])} % (q ≤ {_p(removed['removal_q'].max())}), "
+        f"{' / '.join(percent(v) for v in removed['removal'])} (q ≤ {p_value(removed['removal_q'].max())}), "
         f"leaving {_range(residual, '.1f')}× the base's disparity"
         + (" with the opposite sign" if flipped else "")
         + f", profile ρ {_range(removed['profile_correlation'], '.2f')}"
@@ -280,7 +273,7 @@ def discrim_eval_base(root: Path) -> Headline:
     female, non_binary = record["scores"]["gender_female"], record["scores"]["gender_non_binary"]
     text = (
         f"DiscrimEval, the base model ({record['n_questions']} questions, {record['n_prompts']:,} prompts): female − male "
-        f"{_signed(female['score'])} [{_signed(female['ci_low'])}, {_signed(female['ci_high'])}] logit (p {_p(female['p_value'])}), "
+        f"{_signed(female['score'])} [{_signed(female['ci_low'])}, {_signed(female['ci_high'])}] logit (p {p_value(female['p_value'])}), "
         f"non-binary − male {_signed(non_binary['score'])} [{_signed(non_binary['ci_low'])}, {_signed(non_binary['ci_high'])}]"
     )
     return Headline(EXPLORATORY, text, "results/benchmarks/discrim_eval_base.json", "artifact")
@@ -328,34 +321,49 @@ HEADLINES: dict[str, Callable[[Path], Headline]] = {
 }
 
 
-def results_lines(root: Path) -> list[str]:
-    """The README's results block: one line per entry of `HEADLINES`, in its order."""
-    return [headline(Path(root)).line() for headline in HEADLINES.values()]
+def results_lines(root: Path, links_from: str = "") -> list[str]:
+    """The results block: one line per entry of `HEADLINES`, in its order."""
+    return [headline(Path(root)).line(links_from) for headline in HEADLINES.values()]
 
 
-def readme_blocks(root: Path) -> dict[str, list[str]]:
-    """Every generated block of the README, by marker name."""
-    return {"results": results_lines(root), "make-run": reference_run_lines(Path(root))}
+GENERATED_FILES = {"README.md": "", "docs/results.md": "../"}  # file (from the root) -> path back to the root
+
+
+def readme_blocks(root: Path, links_from: str = "") -> dict[str, list[str]]:
+    """Every generated block of one of `GENERATED_FILES`, by marker name."""
+    return {"results": results_lines(root, links_from), "make-run": reference_run_lines(Path(root))}
+
+
+def generated_blocks(root: Path) -> dict[Path, dict[str, list[str]]]:
+    """The blocks of each of `GENERATED_FILES` under `root` that carries them (a project's own README does not)."""
+    root = Path(root)
+    carrying = [name for name in GENERATED_FILES if (root / name).is_file() and markers("results")[0] in (root / name).read_text()]
+    return {root / name: readme_blocks(root, GENERATED_FILES[name]) for name in carrying}
+
+
+def write_generated(root: Path) -> dict[Path, list[str]]:
+    """Rewrite every generated file's blocks in place; the names of the blocks that changed, by file."""
+    return {path: write_blocks(path, blocks) for path, blocks in generated_blocks(root).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The README's results, computed from results/ (module docstring).")
-    parser.add_argument("readme", type=Path, nargs="?", default=Path("README.md"))
+    parser = argparse.ArgumentParser(description="The results lines of README.md and docs/results.md, from results/ (module docstring).")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="rewrite the README's generated blocks in place")
+    action.add_argument("--write", action="store_true", help="rewrite the generated blocks in place")
     action.add_argument("--check", action="store_true", help="exit 1 when a generated block differs from results/")
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository root holding results/")
     args = parser.parse_args(argv)
-    blocks = readme_blocks(args.root)
+    files = generated_blocks(args.root)
     if args.write:
-        changed = write_blocks(args.readme, blocks)
-        print(f"{args.readme}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
+        for path, changed in write_generated(args.root).items():
+            print(f"{path}: {'rewrote ' + ', '.join(changed) if changed else 'up to date'}")
         return 0
     if args.check:
-        stale = stale_blocks(args.readme, blocks)
-        print(f"{args.readme}: " + (f"stale: {', '.join(stale)} (run with --write)" if stale else "up to date"))
-        return 1 if stale else 0
-    print("\n\n".join("\n".join(lines) for lines in blocks.values()))
+        stale = {path: stale_blocks(path, blocks) for path, blocks in files.items()}
+        for path, names in stale.items():
+            print(f"{path}: " + (f"stale: {', '.join(names)} (run with --write)" if names else "up to date"))
+        return 1 if any(stale.values()) else 0
+    print("\n\n".join("\n".join(lines) for lines in readme_blocks(args.root).values()))
     return 0
 
 

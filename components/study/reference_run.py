@@ -16,7 +16,7 @@ import yaml
 
 from components.config import GateConfig
 from components.release.gate import evaluate_gates
-from components.study.fairness_report import _pct
+from components.reporting.formatting import number, percent, typographic
 
 METRICS = Path("data/reports/metrics.json")
 LOCK = Path("dvc.lock")
@@ -39,7 +39,7 @@ def objective(train_params: dict) -> str:
 
 
 def _change(value: float) -> str:
-    return ("+" if value >= 0 else "−") + _pct(abs(value))
+    return typographic(percent(value, signed=True))
 
 
 def _refusal(reason: str) -> str:
@@ -62,6 +62,6 @@ def reference_run_lines(root: Path) -> list[str]:
     sentence = (
         f"The reference run in git (`data/reports/`, `dvc.lock`) was trained with {objective(_stage_params(lock, 'train'))}, "
         f"the previous defaults; on its {c['n_groups']} held-out groups the gap went "
-        f"{c['base_mean_gap']:.3f} → {c['tuned_mean_gap']:.3f} ({_change(gap)}) and the gates `dvc.lock` records {verdict}."
+        f"{number(c['base_mean_gap'])} → {number(c['tuned_mean_gap'])} ({_change(gap)}) and the gates `dvc.lock` records {verdict}."
     )
     return textwrap.wrap(sentence, WIDTH, break_on_hyphens=False)

@@ -28,6 +28,7 @@ from components.evaluation.length_control import gaps_from_variant_means
 from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
 from components.release.gate import evaluate_gates
+from components.reporting.formatting import MISSING, estimate, interval, is_missing, number, p_value, percent, signed
 from components.study.layout import ARM_FILE, has_finished
 
 CURVE_FILE = "learning_curve.csv"
@@ -156,18 +157,6 @@ def untrained(consistency: ConsistencySummary) -> ConsistencySummary:
     })  # fmt: skip
 
 
-def _num(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "n/a"
-    if isinstance(value, (int,)) and not isinstance(value, bool):
-        return str(value)
-    return f"{value:.{digits}f}"
-
-
-def _p(value) -> str:
-    return "n/a" if value is None or value != value else f"{value:.2g}"
-
-
 def render_markdown(
     table: pd.DataFrame, curve: pd.DataFrame, arms: dict[str, dict], command: str, notes: list[str], study: str = "consistency"
 ) -> str:
@@ -198,17 +187,17 @@ def render_markdown(
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
-        change = "n/a" if r["tuned_gap"] is None or r["base_gap"] is None else f"{r['tuned_gap'] - r['base_gap']:+.3f}"
-        ci = "" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f" [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        change = MISSING if is_missing(r["tuned_gap"]) or is_missing(r["base_gap"]) else signed(r["tuned_gap"] - r["base_gap"])
+        ci = "" if is_missing(r["ci_low"]) else f" {interval(r['ci_low'], r['ci_high'])}"
         arm = r["arm"] if r["valid"] is not False else f"{r['arm']} (INVALID: > 5 % truncated)"
         arm = f"{arm} (train split)" if r.get("split") == "train" else arm
         lines.append(
-            f"| {arm} | {r['scope']} | {_num(r['n_groups'])} | {_num(r['base_gap'])} | {_num(r['tuned_gap'])} "
-            f"| {change}{ci} | {_p(r['p_value'])} | {_p(r['q_value'])} "
-            f"| {_num(r['base_helpfulness'])} → {_num(r['tuned_helpfulness'])} ({r['helpfulness_scope']}) "
-            f"| {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)} "
-            f"| {_num(r['base_truncated'])} / {_num(r['tuned_truncated'])} "
-            f"| {int(r['train_samples'] or 0)} | {_num(float(r['train_seconds'] or 0), 0)} |"
+            f"| {arm} | {r['scope']} | {number(r['n_groups'])} | {number(r['base_gap'])} | {number(r['tuned_gap'])} "
+            f"| {change}{ci} | {p_value(r['p_value'])} | {p_value(r['q_value'])} "
+            f"| {number(r['base_helpfulness'])} → {number(r['tuned_helpfulness'])} ({r['helpfulness_scope']}) "
+            f"| {number(r['base_words'], 1)} → {number(r['tuned_words'], 1)} "
+            f"| {number(r['base_truncated'])} / {number(r['tuned_truncated'])} "
+            f"| {int(r['train_samples'] or 0)} | {number(float(r['train_seconds'] or 0), 0)} |"
         )
     overall = table[table["scope"] == "overall"] if not table.empty else table
     if not overall.empty:
@@ -217,8 +206,8 @@ def render_markdown(
                   "|---|---|---|---|---|"]  # fmt: skip
         for _, r in overall.iterrows():
             lines.append(
-                f"| {r['arm']} | {_num(r['base_noise_floor'])} / {_num(r['tuned_noise_floor'])} "
-                f"| {_num(r['base_signed_diff'], 3)} / {_num(r['tuned_signed_diff'], 3)} | {_num(r['detectable_reduction'])} "
+                f"| {r['arm']} | {number(r['base_noise_floor'])} / {number(r['tuned_noise_floor'])} "
+                f"| {number(r['base_signed_diff'], 3)} / {number(r['tuned_signed_diff'], 3)} | {number(r['detectable_reduction'])} "
                 f"| {r['reason'] or ''} |"
             )
     if not overall.empty:
@@ -232,9 +221,9 @@ def render_markdown(
         lines += ["", "## Learning curve", "", "![gap against training samples](learning_curve.png)", "",
                   "| arm | step | samples | scope | tuned gap | 95 % CI of change | q |", "|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, r in curve.iterrows():
-            ci = "n/a" if r["ci_low"] is None or r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            ci = interval(r["ci_low"], r["ci_high"])
             lines.append(
-                f"| {r['arm']} | {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {_num(r['tuned_gap'])} | {ci} | {_p(r['q_value'])} |"
+                f"| {r['arm']} | {int(r['step'])} | {int(r['samples'])} | {r['scope']} | {number(r['tuned_gap'])} | {ci} | {p_value(r['q_value'])} |"
             )
     if notes:
         lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
@@ -257,15 +246,23 @@ def length_lines(overall: pd.DataFrame) -> list[str]:
              "| default gates: length_growth / compliance | every default gate |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for _, r in overall.iterrows():
-        ci = "" if _missing(r["compliance_ci_low"]) else f" [{r['compliance_ci_low']:+.2f}, {r['compliance_ci_high']:+.2f}]"
-        growth = "" if _missing(r["base_words"]) or not r["base_words"] else f" ({r['tuned_words'] / r['base_words'] - 1:+.0%})"
+        ci = (
+            ""
+            if is_missing(r["compliance_ci_low"])
+            else f" {interval(r['compliance_ci_low'], r['compliance_ci_high'], lambda v: signed(v, 2))}"
+        )
+        growth = (
+            ""
+            if is_missing(r["base_words"]) or not r["base_words"]
+            else f" ({percent(r['tuned_words'] / r['base_words'] - 1, signed=True)})"
+        )
         paper, controlled = r["overall_reduction"], r["lc_reduction"]
         survives = _survives(controlled, paper)
-        reduction = "n/a" if _missing(controlled) else f"{controlled:.0%} ({paper:.0%})"
+        reduction = MISSING if is_missing(controlled) else f"{percent(controlled)} ({percent(paper)})"
         lines.append(
-            f"| {r['arm']} | {_num(r['base_words'], 1)} → {_num(r['tuned_words'], 1)}{growth} "
-            f"| {_num(r['base_compliance'], 2)} → {_num(r['tuned_compliance'], 2)}{ci} | {_p(r['compliance_q_value'])} "
-            f"| {_num(r['base_lc_gap'])} → {_num(r['tuned_lc_gap'])} | {reduction} | {survives} | {_p(r['lc_q_value'])} "
+            f"| {r['arm']} | {number(r['base_words'], 1)} → {number(r['tuned_words'], 1)}{growth} "
+            f"| {number(r['base_compliance'], 2)} → {number(r['tuned_compliance'], 2)}{ci} | {p_value(r['compliance_q_value'])} "
+            f"| {number(r['base_lc_gap'])} → {number(r['tuned_lc_gap'])} | {reduction} | {survives} | {p_value(r['lc_q_value'])} "
             f"| {_means_estimate(r)} | {r['gate_length_growth']} / {r['gate_compliance']} | {r.get('gate_all', 'n/a')} |"
         )
     return lines
@@ -288,14 +285,14 @@ def seed_lines(overall: pd.DataFrame) -> list[str]:
     for name, rows in families:
         reductions = rows["relative_reduction"].astype(float)
         words = [
-            f"{t / b - 1:+.0%}" if not (_missing(b) or _missing(t)) and b else "n/a"
+            percent(t / b - 1, signed=True) if not (is_missing(b) or is_missing(t)) and b else MISSING
             for b, t in zip(rows["base_words"], rows["tuned_words"])
         ]
-        compliance = [f"{_num(b, 2)} → {_num(t, 2)}" for b, t in zip(rows["base_compliance"], rows["tuned_compliance"])]
-        controlled = ["n/a" if _missing(v) else f"{v:.0%}" for v in rows["lc_reduction"]]
+        compliance = [f"{number(b, 2)} → {number(t, 2)}" for b, t in zip(rows["base_compliance"], rows["tuned_compliance"])]
+        controlled = [percent(v) for v in rows["lc_reduction"]]
         lines.append(
-            f"| {name} | {len(rows)} | {' / '.join(f'{v:.0%}' for v in reductions)} "
-            f"| {reductions.mean():.0%} [{reductions.min():.0%}, {reductions.max():.0%}] | {' / '.join(_p(q) for q in rows['q_value'])} "
+            f"| {name} | {len(rows)} | {' / '.join(percent(v) for v in reductions)} "
+            f"| {estimate(reductions.mean(), reductions.min(), reductions.max(), percent)} | {' / '.join(p_value(q) for q in rows['q_value'])} "
             f"| {' / '.join(words)} | {' / '.join(compliance)} | {' / '.join(controlled)} |"
         )
     return lines
@@ -309,20 +306,18 @@ def _means_estimate(r) -> str:
         r.get("means_lc_reduction"),
         r["overall_reduction"],
     )
-    if _missing(base) or _missing(tuned) or _missing(controlled):
-        return "n/a"
-    return f"{_num(base)} → {_num(tuned)} ({controlled:.0%}, {_survives(controlled, paper)}, p {_p(r.get('means_lc_p_value'))})"
+    if is_missing(base) or is_missing(tuned) or is_missing(controlled):
+        return MISSING
+    return (
+        f"{number(base)} → {number(tuned)} ({percent(controlled)}, {_survives(controlled, paper)}, p {p_value(r.get('means_lc_p_value'))})"
+    )
 
 
 def _survives(controlled, paper) -> str:
     """The length-controlled reduction as a share of the paper's gap reduction, within [0, 1]."""
-    if _missing(paper) or _missing(controlled) or paper <= 0:
-        return "n/a"
-    return f"{max(0.0, min(1.0, controlled / paper)):.0%}"
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+    if is_missing(paper) or is_missing(controlled) or paper <= 0:
+        return MISSING
+    return percent(max(0.0, min(1.0, controlled / paper)))
 
 
 def plot_learning_curve(curve: pd.DataFrame, path: Path) -> None:

@@ -82,16 +82,12 @@ def study_report(study: Study, notes: list[str] | None = None) -> Path:
 
 
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:
-    """The study's report from its finished arms (`study_report`), then the README's results lines,
-    which are read from results/ (`components.study.headlines`), where the README carries them."""
-    from components.study.headlines import readme_blocks
-    from components.study.readme_blocks import markers, write_blocks
+    """The study's report from its finished arms (`study_report`), then the results lines of the README
+    and docs/results.md, which are read from results/ (`components.study.headlines`)."""
+    from components.study.headlines import write_generated
 
     path = study_report(study, notes)
-    root = study.layout.folder.parent.parent
-    readme = root / "README.md"
-    if readme.is_file() and markers("results")[0] in readme.read_text():
-        write_blocks(readme, readme_blocks(root))
+    write_generated(study.layout.folder.parent.parent)
     return path
 
 

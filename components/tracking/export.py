@@ -21,6 +21,7 @@ from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.contracts.summary import metric_path
 from components.contracts.version_tags import CHAMPION_AT_REGISTRATION_TAG, GATE_PASSED_TAG, GATE_PREFIX, Provenance, VersionTags
+from components.reporting.formatting import MISSING, significant
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
 from components.tracking.runs import is_server
 
@@ -85,10 +86,6 @@ def _param_order(path: str) -> tuple[int, str]:
     return (sections.index(section) if section in sections else len(sections), path)
 
 
-def _number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
-
-
 def run_link(tracking_uri: str, experiment_id: str | None, run_id: str) -> str:
     """The MLflow UI page of the run: `{uri}/#/experiments/{experiment_id}/runs/{run_id}` on a
     tracking server; for a local store the run id with the `mlflow ui` command that serves it."""
@@ -105,7 +102,7 @@ def _gate_rows(record: VersionTags) -> list[tuple[str, ...]]:
     for name in sorted(record.gates.keys() | record.gate_details.keys()):
         verdict = {True: "pass", False: "fail", None: NOT_RECORDED}[record.gates.get(name)]
         detail = record.gate_details.get(name)
-        shown = (_number(detail.value), _number(detail.threshold), detail.reason or NOT_RECORDED) if detail else (NOT_RECORDED,) * 3
+        shown = (significant(detail.value), significant(detail.threshold), detail.reason or NOT_RECORDED) if detail else (NOT_RECORDED,) * 3
         rows.append((name, verdict, *shown))
     return rows
 
@@ -142,7 +139,7 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
     verdict = [(key.removeprefix(GATE_PREFIX), recorded[key]) for key in (GATE_PASSED_TAG, CHAMPION_AT_REGISTRATION_TAG) if key in recorded]
 
     def metric(path: str) -> str:
-        return f"{record.metrics[path]:.3g}" if path in record.metrics else "n/a"
+        return significant(record.metrics[path], 3) if path in record.metrics else MISSING
 
     headline = [(row, " → ".join(metric(path) for path in paths)) for row, paths in CARD_METRICS]
     headline += fairness_rows(record.metrics) or [("decision benchmark (DiscrimEval)", NOT_RECORDED)]

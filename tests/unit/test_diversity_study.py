@@ -15,6 +15,7 @@ from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
 from components.evaluation.statistics import detectable_effect
 from components.machine import ISA_FLAGS, machine_label, machine_record
+from components.reporting.formatting import p_value
 from components.study.diversity_report import COLUMNS, diversity_table, family, pool_seeds, power_lines, write_diversity_report
 from components.study.layout import StudyLayout
 from tests.conftest import make_project
@@ -302,7 +303,7 @@ def test_the_report_puts_seed_level_inference_first_and_says_when_a_conclusion_c
         "**The conclusion changes at the seed level**: of the 2 comparisons significant over tasks (task-level q < 0.01), "
         "0 stay significant over the n = 3 seeds (seed-level q < 0.01) and 2 do not (1 of these with seed-level p < 0.05 "
         "before the correction); head to head, the verdict changes for gapo vs grpo-validity on list selection: "
-        f"all options named (+0.278, seed-level p {h2h['seed_p_value']:.3f}, task-level q {h2h['q_value']:.3f})." in text
+        f"all options named (+0.278, seed-level p {p_value(h2h['seed_p_value'])}, task-level q {p_value(h2h['q_value'])})." in text
     )
 
 

@@ -335,27 +335,27 @@ def test_default_gate_config_follows_the_paper():
 def test_truncation_passes_at_exactly_the_threshold():
     decision, gate = result(with_values("consistency", base_truncated_share=0.05, tuned_truncated_share=0.0), "truncation")
     assert gate.passed and gate.value == 0.05 and gate.threshold == 0.05 and decision.passed
-    assert gate.reason == ("truncation: 5.0% of base samples and 0.0% of tuned samples hit max_new_tokens = 64 (<= 5%)")
+    assert gate.reason == ("truncation: 5.0 % of base samples and 0.0 % of tuned samples hit max_new_tokens = 64 (<= 5 %)")
 
 
 @pytest.mark.parametrize(
     ("base", "tuned", "shown"),
-    [(0.06, 0.0, "6.0% of base samples and 0.0% of tuned"), (0.0, 0.06, "0.0% of base samples and 6.0% of tuned")],
+    [(0.06, 0.0, "6.0 % of base samples and 0.0 % of tuned"), (0.0, 0.06, "0.0 % of base samples and 6.0 % of tuned")],
 )
 def test_truncation_fails_above_the_threshold_on_either_side(base, tuned, shown):
     metrics = with_values("consistency", base_truncated_share=base, tuned_truncated_share=tuned)
     decision, gate = result(metrics, "truncation")
     assert not gate.passed and gate.value == 0.06 and not decision.passed
     assert decision.reasons() == [
-        f"truncation: consistency evaluation invalid: {shown} samples hit max_new_tokens = 64 (> 5%); raise eval.max_new_tokens"
+        f"truncation: consistency evaluation invalid: {shown} samples hit max_new_tokens = 64 (> 5 %); raise eval.max_new_tokens"
     ]
 
 
 def test_truncation_reason_says_the_evaluation_is_invalid():
     metrics = with_values("consistency", base_truncated_share=0.125, tuned_truncated_share=0.03, max_new_tokens=32)
     assert result(metrics, "truncation")[1].reason == (
-        "truncation: consistency evaluation invalid: 12.5% of base samples and 3.0% of tuned samples hit "
-        "max_new_tokens = 32 (> 5%); raise eval.max_new_tokens"
+        "truncation: consistency evaluation invalid: 12.5 % of base samples and 3.0 % of tuned samples hit "
+        "max_new_tokens = 32 (> 5 %); raise eval.max_new_tokens"
     )
 
 
@@ -380,8 +380,8 @@ def test_truncation_fails_when_the_evaluation_declares_itself_invalid():
     assert not gate.passed and gate.reason == "truncation: consistency evaluation invalid: consistency.valid is false"
     both = with_values("consistency", valid=False, invalid_reason=why, base_truncated_share=0.5)
     assert result(both, "truncation")[1].reason == (
-        "truncation: consistency evaluation invalid: 50.0% of base samples and 1.0% of tuned samples hit "
-        f"max_new_tokens = 64 (> 5%); raise eval.max_new_tokens; {why}"
+        "truncation: consistency evaluation invalid: 50.0 % of base samples and 1.0 % of tuned samples hit "
+        f"max_new_tokens = 64 (> 5 %); raise eval.max_new_tokens; {why}"
     )
 
 
@@ -400,7 +400,7 @@ def test_a_truncated_evaluation_can_never_register():
         decision = evaluate_gates(perfect, gate, champion_with(tuned_mean_gap=0.3))
         assert not decision.passed
         assert [r.split(":")[0] for r in decision.reasons()] == ["truncation"]
-        assert decision.reasons()[0].startswith("truncation: consistency evaluation invalid: 50.0% of base samples")
+        assert decision.reasons()[0].startswith("truncation: consistency evaluation invalid: 50.0 % of base samples")
 
 
 # --- helpfulness ----------------------------------------------------------------------------------

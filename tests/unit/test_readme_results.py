@@ -21,11 +21,19 @@ LINK = re.compile(r"\(\[[^\]]+\]\(([^)]+)\)\)$")
 LABELS = ("exploratory", "confirmed", "not confirmed")
 
 
-def test_the_readme_blocks_are_what_results_gives():
-    stale = stale_blocks(README, headlines.readme_blocks(ROOT))
-    assert not stale, (
-        f"README.md's generated blocks {stale} differ from results/: run `python -m components.study.headlines --write README.md`"
-    )
+def test_the_readme_and_results_page_blocks_are_what_results_gives():
+    files = headlines.generated_blocks(ROOT)
+    assert set(files) == {README, ROOT / "docs" / "results.md"}
+    stale = {path.name: stale_blocks(path, blocks) for path, blocks in files.items() if stale_blocks(path, blocks)}
+    assert not stale, f"generated blocks {stale} differ from results/: run `python -m components.study.headlines --write`"
+
+
+def test_the_results_page_links_resolve_from_docs():
+    lines = read_block((ROOT / "docs" / "results.md").read_text(), "results")
+    assert len(lines) == len(headlines.HEADLINES)
+    for line in lines:
+        (link,) = LINK.search(line).groups()
+        assert link.startswith("../") and (ROOT / "docs" / link).resolve().is_file(), line
 
 
 def test_the_results_block_is_short_labelled_and_links_to_files_that_exist():
@@ -102,7 +110,7 @@ def test_the_compliance_parity_headline_reads_every_seed_and_its_decisions(tmp_p
         metrics = {"fairness": {"discrim_eval": {"scores": {"gender_female": score}}}}
         (study / "arms" / f"{arm}-s{s}" / "metrics.json").write_text(json.dumps(metrics))
     text = headlines.compliance_parity(tmp_path).text
-    assert "3 seeds" in text and "gap −50 / −40 / −55 % (q ≤ 4.2e-05)" in text
+    assert "3 seeds" in text and "gap −50 % / −40 % / −55 % (q ≤ 4.2e-05)" in text
     assert "female − male +0.045 → +0.020 / −0.005 / +0.003" in text and "every default gate passed in each seed" in text
 
 
@@ -143,7 +151,7 @@ def test_gapo_and_seed_use_the_seed_level_q_where_the_table_has_it(tmp_path):
     pd.DataFrame(rows).to_csv(folder / "table.csv", index=False)
     assert "coverage 0.43 → 0.56 (q 3.0e-16 over tasks), every option named 2.7 % → 9.6 %" in headlines.gapo(tmp_path).text
     pd.DataFrame([r | {"n_seeds": 3, "seed_q_value": 0.3} for r in rows]).to_csv(folder / "table.csv", index=False)
-    assert "(q 0.300 over 3 seeds, 3.0e-16 over tasks)" in headlines.gapo(tmp_path).text
+    assert "(q 0.3 over 3 seeds, 3.0e-16 over tasks)" in headlines.gapo(tmp_path).text
 
 
 def test_the_reference_run_names_the_paper_reward_and_any_other_objective():

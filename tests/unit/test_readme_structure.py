@@ -93,7 +93,10 @@ def test_quick_start_is_the_two_make_commands():
     assert commands == ["make run", "make test"]
 
 
-@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
+STUDY_READMES = sorted((ROOT / "results").glob("*/README.md"))  # each study's design and findings
+
+
+@pytest.mark.parametrize("path", [README, *DOCS, *STUDY_READMES], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_points_to_a_file_and_heading_that_exist(path):
     broken = []
     for line, target in links(path):

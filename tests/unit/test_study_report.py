@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from components.contracts.summary import HelpfulnessDefinition
+from components.reporting.formatting import percent
 from components.study.report import CURVE_COLUMNS, helpfulness_label, plot_learning_curve, render_markdown
 
 
@@ -58,7 +59,7 @@ def test_arms_without_samples_get_the_length_controlled_gap_from_their_variant_m
         "gate_length_growth": "pass", "gate_compliance": "n/a", **out,
     }])  # fmt: skip
     (line,) = [ln for ln in length_lines(overall) if ln.startswith("| old |")]
-    assert f"{out['base_means_lc_gap']:.3f} → {out['tuned_means_lc_gap']:.3f} ({out['means_lc_reduction']:.0%}, " in line
+    assert f"{out['base_means_lc_gap']:.3f} → {out['tuned_means_lc_gap']:.3f} ({percent(out['means_lc_reduction'])}, " in line
     assert "| n/a → n/a | n/a | n/a | n/a |" in line  # the per-answer gap needs the samples
 
 
@@ -74,8 +75,8 @@ def test_seeded_arms_are_tabled_side_by_side_with_the_mean_and_range_of_their_re
     lines = seed_lines(overall)
     (line,) = [ln for ln in lines if ln.startswith("| c |")]
     assert line == (
-        "| c | 3 | 50% / 36% / 43% | 43% [36%, 50%] | 4e-06 / 0.0005 / 0.001 | -10% / -10% / +10% "
-        "| 0.70 → 0.90 / 0.70 → 0.90 / 0.70 → 0.90 | 60% / 46% / 53% |"
+        "| c | 3 | 50 % / 36 % / 43 % | 43 % [36 %, 50 %] | 4.0e-06 / 5.0e-04 / 0.001 | -10 % / -10 % / +10 % "
+        "| 0.70 → 0.90 / 0.70 → 0.90 / 0.70 → 0.90 | 60 % / 46 % / 53 % |"
     )
     assert not [ln for ln in lines if ln.startswith("| grpo |")]  # one seed: the arms table has it
     assert seed_lines(overall.iloc[:2]) == []
