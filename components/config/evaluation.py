@@ -71,6 +71,8 @@ class FairnessConfig(_Section):
 
 
 class EvalConfig(_Section):
+    """Evaluation: base against the candidate on the held-out groups, tasks and decision benchmarks."""
+
     engine: str = Field("vllm", description="a registered generation engine (components.generation.engines): vllm | transformers")
     allow_fallback: bool = Field(False, description="if the requested engine cannot start, use transformers instead (logged, recorded)")
     vllm: VllmConfig = VllmConfig()
@@ -91,10 +93,12 @@ class EvalConfig(_Section):
     temperature: float = Field(
         0.7, ge=0, description="documented evaluation temperature (the paper gives none); 0: greedy (one sample, repeated n times)"
     )
-    top_p: float = Field(1.0, gt=0, le=1)
-    batch_size: int = Field(48, ge=1)
-    max_consistency_groups: int = Field(24, ge=1)
-    max_diversity_tasks: int = Field(8, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the evaluation (1.0: off)")
+    batch_size: int = Field(48, ge=1, description="sequences per generate call of the transformers engine")
+    max_consistency_groups: int = Field(
+        24, ge=1, description="held-out consistency groups evaluated, the first N (null: all; the paper profile evaluates all 104)"
+    )
+    max_diversity_tasks: int = Field(8, ge=0, description="held-out diversity tasks evaluated, the first N (null: all)")
     split: Literal["heldout", "train"] = Field(
         "heldout",
         description="the consistency groups and diversity tasks that judge a model: heldout; train only to calibrate a "
@@ -103,7 +107,7 @@ class EvalConfig(_Section):
     significance_level: float = Field(
         0.01, gt=0, lt=1,
         description="the one significance level: of the paired tests (BH q < level), the detectable effect and the "
-        "registration gate (gate.require_significance; was eval.alpha and gate.max_p_value)",
+        "registration gate (gate.require_significance)",
     )  # fmt: skip
     domains: list[str] | None = Field(
         None, description="evaluate only held-out consistency groups of these domains, names or fnmatch patterns (null: all)"
@@ -121,6 +125,8 @@ class EvalConfig(_Section):
 
 
 class GateConfig(_Section):
+    """Registration gates, against the base model and the current @champion."""
+
     min_relative_gap_reduction: float = Field(0.0, description="(base_gap - tuned_gap) / base_gap must be >= this")
     require_significance: bool = Field(
         True,

@@ -11,18 +11,20 @@ from components.config.base import _Section
 
 
 class PathsConfig(_Section):
-    templates: Path = Path("data/templates")
+    """Where each step reads and writes, relative to the params file."""
+
+    templates: Path = Field(Path("data/templates"), description="the templates `build` renders into consistency groups")
     heldout_templates: Path | None = Field(
         None, description="templates whose groups are all held out: domains only ever evaluated (null: none)"
     )
-    groups: Path = Path("data/groups")
-    validation: Path = Path("data/validation")
-    base_model: Path = Path("data/models/base")
-    checkpoints: Path = Path("data/checkpoints")
-    reports: Path = Path("data/reports")
-    registry: Path = Path("data/registry")
-    exports: Path = Path("data/exports")  # `groupwise serve` keeps its merged exports here
-    benchmarks: Path = Path("data/benchmarks")  # decision benchmarks' data (`groupwise prepare-benchmarks`)
+    groups: Path = Field(Path("data/groups"), description="the built prompt groups (PromptGroup JSONL) the GX suite validates")
+    validation: Path = Field(Path("data/validation"), description="the validation report and its Data Docs")
+    base_model: Path = Field(Path("data/models/base"), description="the base model in safetensors (`groupwise prepare-model`)")
+    checkpoints: Path = Field(Path("data/checkpoints"), description="training checkpoints; `latest` is the one evaluate and register take")
+    reports: Path = Field(Path("data/reports"), description="the evaluation: metrics.json, summary.md, report.html, plots")
+    registry: Path = Field(Path("data/registry"), description="the registration's decision and gate table")
+    exports: Path = Field(Path("data/exports"), description="merged exports `groupwise serve` and `groupwise export` write")
+    benchmarks: Path = Field(Path("data/benchmarks"), description="decision benchmarks' data (`groupwise prepare-benchmarks`, not in git)")
     logs: Path = Field(Path("data/logs"), description="the generation engines' own logs (engines.log), kept off the console")
     base_outputs: Path | None = Field(
         Path("data/base-outputs"),
@@ -32,9 +34,14 @@ class PathsConfig(_Section):
 
 
 class TrackingConfig(_Section):
-    uri: str = "sqlite:///mlruns/mlflow.db"
-    artifact_location: Path = Path("mlruns/artifacts")
-    experiment: str = "groupwise"
+    """MLflow tracking."""
+
+    uri: str = Field(
+        "sqlite:///mlruns/mlflow.db",
+        description="the MLflow tracking URI (or env GROUPWISE_TRACKING_URI); a sqlite path is relative to the params file",
+    )
+    artifact_location: Path = Field(Path("mlruns/artifacts"), description="where a new experiment keeps its artifacts")
+    experiment: str = Field("groupwise", description="the MLflow experiment of every run")
     retries: int = Field(3, ge=0, description="flow task retries on a transient tracking fault")
     retry_delay_seconds: float = Field(10.0, ge=0, description="wait between those retries")
     connect_timeout_seconds: float = Field(
@@ -53,14 +60,18 @@ _ALIAS = r"^[A-Za-z][A-Za-z0-9_-]{0,254}$"  # MLflow aliases: no `v<digits>`, no
 
 
 class RegistryConfig(_Section):
+    """The MLflow Model Registry and its aliases."""
+
     model_name: str = Field(
         "groupwise-smollm2-lora",
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$",
         description="letters, digits, '_', '.', '-' (quotes would break MLflow's search filters)",
     )
-    alias: str = Field("challenger", pattern=_ALIAS)
-    champion_alias: str = Field("champion", pattern=_ALIAS)
-    previous_champion_alias: str = Field("previous-champion", pattern=_ALIAS)
+    alias: str = Field("challenger", pattern=_ALIAS, description="set on every registration that passes the gates")
+    champion_alias: str = Field("champion", pattern=_ALIAS, description="moved only by `groupwise promote` / `groupwise rollback`")
+    previous_champion_alias: str = Field(
+        "previous-champion", pattern=_ALIAS, description="the champion before the last promotion (what rollback returns to)"
+    )
     package_base_model: bool = Field(False, description="copy the base weights into the model version (portable, larger)")
     lock_timeout_seconds: float = Field(120.0, gt=0, description="wait for another process's registry update before failing")
     register_experiments: bool = Field(
@@ -181,7 +192,7 @@ class ScheduleConfig(_Section):
 
     cron: str = Field("0 3 * * 1", description="five cron fields, e.g. Mondays 03:00")
     timezone: str = Field("UTC", description="IANA time zone of the cron")
-    deployment: str = Field("groupwise-retrain", min_length=1)
+    deployment: str = Field("groupwise-retrain", min_length=1, description="the Prefect deployment's name")
     profile: str | None = Field(None, description="profile the scheduled runs use (default: params)")
 
     @model_validator(mode="after")

