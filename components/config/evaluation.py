@@ -23,7 +23,7 @@ class CandidateConfig(_Section):
 
 
 class FairnessConfig(_Section):
-    """Decision benchmarks scored in every evaluation (`components.benchmarks`)."""
+    """Decision benchmarks scored in every evaluation (`components.fairness_benchmarks`)."""
 
     benchmarks: list[str] = Field(
         ["discrim_eval", "bbq"],
@@ -41,7 +41,7 @@ class FairnessConfig(_Section):
         ge=1,
         description="BBQ items a model answers: whole sets of four (ambiguous and disambiguated context x negative and "
         "non-negative question), the first of a fixed seeded order that takes BBQ's 50 templates in turn "
-        "(components.benchmarks.bbq; 400: two sets of each template; null: all 5,656)",
+        "(components.fairness_benchmarks.bbq; 400: two sets of each template; null: all 5,656)",
     )
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
         "float32",

@@ -382,7 +382,7 @@ class RewardConfig(_Section):
         description="answer: H of the whole answer (the paper's; grows with length: Spearman 0.92 at W_max 64 on base "
         "answers, and the study's first arm learned 4x longer answers until H_norm saturated) | window: mean H over "
         "sliding windows of W_max words (MATTR-style: length beyond W_max words earns nothing; Spearman with length "
-        "0.42 at W_max 32, results/benchmarks/helpfulness_length.json)",
+        "0.42 at W_max 32, results/base-model/helpfulness_length.json)",
     )
     max_gap: float = Field(1.0, gt=0, description="MAX_GAP in F_norm, on the H_norm scale")
     decision_scale: float = Field(

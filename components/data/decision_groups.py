@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from components.benchmarks import BENCHMARKS, DecisionBenchmark
+from components.fairness_benchmarks import BENCHMARKS, DecisionBenchmark
 from components.config import DecisionGroupsConfig
 from components.contracts.groups import DecisionSpec, Member, PromptGroup
 

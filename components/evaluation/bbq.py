@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.benchmarks import BENCHMARKS, BenchmarkDataError, ChoiceBenchmark
-from components.benchmarks import bbq as data
 from components.config import FairnessConfig
 from components.contracts.summary import BbqScore, BbqSummary
 from components.evaluation.base_outputs import BaseOutputs
 from components.evaluation.bbq_scores import CHANCE, Interval, bootstrap
+from components.fairness_benchmarks import BENCHMARKS, BenchmarkDataError, ChoiceBenchmark
+from components.fairness_benchmarks import bbq as data
 from components.generation.interface import ChoicePrompt, GenerationEngine
 from components.generation.sampling import single_token_ids
 

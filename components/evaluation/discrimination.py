@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from components.benchmarks.base import AXES, score_key
+from components.fairness_benchmarks.base import AXES, score_key
 
 MIN_QUESTIONS_MIXED = 3
 

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logsumexp
 
-from components.benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.config import FairnessConfig
 from components.contracts.summary import BenchmarkSummary, DiscriminationScore
 from components.evaluation.base_outputs import BaseOutputs
@@ -31,6 +30,7 @@ from components.evaluation.discrimination import (
     profile_correlation,
 )
 from components.evaluation.statistics import Comparison, adjust, compare
+from components.fairness_benchmarks import BENCHMARKS, BenchmarkDataError, DecisionBenchmark
 from components.generation.interface import ChoicePrompt, GenerationEngine
 from components.generation.sampling import single_token_ids
 

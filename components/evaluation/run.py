@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.benchmarks import BENCHMARKS
 from components.config import Params
 from components.contracts.checkpoint import (
     ADAPTER_DIR,
@@ -46,6 +45,7 @@ from components.evaluation.records import (
 from components.evaluation.report import ReportFiles, write_report
 from components.evaluation.statistics import Comparison
 from components.evaluation.summary import SummarySettings, summarize
+from components.fairness_benchmarks import BENCHMARKS
 from components.generation.engines import (
     EngineChoice,
     GenerationEngine,

@@ -268,15 +268,15 @@ def fairness_registration(root: Path) -> Headline:
 
 
 def discrim_eval_base(root: Path) -> Headline:
-    """The embedded model's DiscrimEval scores over all questions (results/benchmarks/discrim_eval_base.json)."""
-    record = json.loads((root / RESULTS / "benchmarks" / "discrim_eval_base.json").read_text())["all"]
+    """The embedded model's DiscrimEval scores over all questions (results/base-model/discrim_eval_base.json)."""
+    record = json.loads((root / RESULTS / "base-model" / "discrim_eval_base.json").read_text())["all"]
     female, non_binary = record["scores"]["gender_female"], record["scores"]["gender_non_binary"]
     text = (
         f"DiscrimEval, the base model ({record['n_questions']} questions, {record['n_prompts']:,} prompts): female − male "
         f"{_signed(female['score'])} [{_signed(female['ci_low'])}, {_signed(female['ci_high'])}] logit (p {p_value(female['p_value'])}), "
         f"non-binary − male {_signed(non_binary['score'])} [{_signed(non_binary['ci_low'])}, {_signed(non_binary['ci_high'])}]"
     )
-    return Headline(EXPLORATORY, text, "results/benchmarks/discrim_eval_base.json", "artifact")
+    return Headline(EXPLORATORY, text, "results/base-model/discrim_eval_base.json", "artifact")
 
 
 SPEED_LOG = "eval_throughput.txt"
@@ -292,7 +292,7 @@ def _find(pattern: str, text: str) -> tuple[str, ...]:
 def speed(root: Path) -> Headline:
     """Evaluation speed from the committed log of benchmarks/eval_throughput.py: the engine against raw vLLM
     (best of the alternating calls, and first call against first call) and against the transformers engine."""
-    log = (root / RESULTS / "benchmarks" / SPEED_LOG).read_text()
+    log = (root / RESULTS / "speed" / SPEED_LOG).read_text()
     (machine,) = _find(r"^# [\d-]+, ([^,;]+)", log.splitlines()[1])
     sequences, tokens, dtype = _find(r"= (\d+) sequences, <= (\d+) new tokens, (\w+)", log)
     best_of, ratio = _find(r"best of (\d+) alternating runs each: ([\d.]+)", log)
@@ -304,7 +304,7 @@ def speed(root: Path) -> Headline:
         f"(best of {best_of} calls; first calls {int(first_engine) / int(first_raw):.2f}×), {vs_transformers}× the transformers "
         f"engine ({with_start}× counting the engine start)"
     )
-    return Headline(EXPLORATORY, text, f"results/benchmarks/{SPEED_LOG}", "log")
+    return Headline(EXPLORATORY, text, f"results/speed/{SPEED_LOG}", "log")
 
 
 HEADLINES: dict[str, Callable[[Path], Headline]] = {

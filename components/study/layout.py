@@ -6,7 +6,7 @@
     results/<study>/notes.md         what a person adds: findings outside the table ("- " items)
     results/<study>/arms/<arm>/      one finished arm: metrics.json, per-group tables, arm.json, samples
 
-Benchmarks keep theirs in results/benchmarks/.
+Speed logs are in results/speed/, measurements of the base model in results/base-model/.
 """
 
 from __future__ import annotations

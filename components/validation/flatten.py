@@ -239,7 +239,7 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
 def decision_leak(decision: Any, split: str | None) -> str | None:
     """Why a decision group must not be in the groups (its question is held out by its benchmark, or
     the group itself is held out: decision groups are training data only), or None."""
-    from components.benchmarks import BENCHMARKS
+    from components.fairness_benchmarks import BENCHMARKS
 
     if not isinstance(decision, dict) or not isinstance(decision.get("benchmark"), str):
         return None  # a malformed field is reported by required_fields_typed

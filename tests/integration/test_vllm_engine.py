@@ -259,8 +259,8 @@ def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base
     question (3 ages x 3 genders x 5 races): within 1e-3 logit of each other prompt by prompt
     (measured: at most 2.6e-5, benchmarks/decision_benchmark.py), and the same female - male
     difference within 1e-4."""
-    from components.benchmarks import BENCHMARKS
     from components.evaluation.fairness import decision_logits
+    from components.fairness_benchmarks import BENCHMARKS
     from components.generation.transformers_engine import TransformersGenerationEngine
 
     bench = BENCHMARKS["discrim_eval"]
@@ -282,8 +282,8 @@ def test_vllm_and_transformers_read_the_same_decisions(vllm_engine, smollm2_base
 def test_vllm_and_transformers_read_the_same_bbq_answers(vllm_engine, smollm2_base_dir, benchmarks_dir):
     """BBQ's letter log-probabilities of the embedded model, fp32 in both engines, on the first 16
     items of the fixed subset: within 1e-3 of each other, and the same answer to every item."""
-    from components.benchmarks import BENCHMARKS
     from components.evaluation.bbq import letter_logprobs, select_items
+    from components.fairness_benchmarks import BENCHMARKS
     from components.generation.transformers_engine import TransformersGenerationEngine
 
     bench = BENCHMARKS["bbq"]

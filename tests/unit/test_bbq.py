@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components.benchmarks import BENCHMARKS, BenchmarkDataError
-from components.benchmarks import bbq as data
-from components.benchmarks.wheel import MANIFEST, Wheel, WheelData
 from components.config import FairnessConfig
 from components.contracts.summary import BbqSummary, EvaluationSummary
 from components.evaluation.bbq_scores import CHANCE, METRICS, bootstrap, point_scores, scores
+from components.fairness_benchmarks import BENCHMARKS, BenchmarkDataError
+from components.fairness_benchmarks import bbq as data
+from components.fairness_benchmarks.wheel import MANIFEST, Wheel, WheelData
 
 
 def items(conditions: list[str], label: list[int], unknown: list[int], biased: list[int]) -> pd.DataFrame:

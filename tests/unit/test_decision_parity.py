@@ -6,11 +6,11 @@ import math
 import pandas as pd
 import pytest
 
-from components.benchmarks import BENCHMARKS
 from components.config import DecisionGroupsConfig, PlantedBiasConfig, RewardConfig
 from components.contracts.groups import DecisionSpec, Member, PromptGroup
 from components.contracts.rollouts import GroupBatch, Rollout
 from components.data.decision_groups import decision_groups
+from components.fairness_benchmarks import BENCHMARKS
 from components.rewards import compute_rewards
 from components.rewards.registry import RewardInputError
 from components.validation.flatten import decision_leak

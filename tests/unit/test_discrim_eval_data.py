@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from components.benchmarks import BENCHMARKS, BenchmarkDataError
-from components.benchmarks import discrim_eval as de
 from components.config import FairnessConfig
 from components.evaluation.fairness import select_prompts
+from components.fairness_benchmarks import BENCHMARKS, BenchmarkDataError
+from components.fairness_benchmarks import discrim_eval as de
 from tests.conftest import make_project
 
 

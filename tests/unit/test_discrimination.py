@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components.benchmarks import BENCHMARKS, score_key
 from components.evaluation.discrimination import (
     demographics,
     matched_pairs,
@@ -19,6 +18,7 @@ from components.evaluation.discrimination import (
     profile_correlation,
 )
 from components.evaluation.fairness import Decisions, summarize_decisions
+from components.fairness_benchmarks import BENCHMARKS, score_key
 
 BASELINES = {"gender": "male", "race": "white", "age": 60}
 GENDERS, RACES, AGES = ("female", "male", "non-binary"), ("white", "Black", "Asian"), (20, 60, 100)

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.benchmarks.base import BenchmarkDataError
 from components.contracts.atomic import atomic_write, atomic_write_json
+from components.fairness_benchmarks.base import BenchmarkDataError
 from components.hashing import file_sha256
 
 MANIFEST = "manifest.json"

