@@ -219,7 +219,8 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
 
 def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Base vs tuned on the held-out groups: metrics.json, statistics, tables, plots, summary, HTML."""
-    from components.evaluation.run import evaluate_and_report, prepare_evaluation
+    from components.evaluation.run import prepare_evaluation
+    from components.reporting.evaluation_run import evaluate_and_report
 
     evaluated = prepare_evaluation(params)  # checks, and the hashes of what will be read, before anything is loaded
     _engine_log(params)

@@ -1,4 +1,5 @@
-"""Evaluation of base vs tuned: metrics over texts, per-group records, paired tests and reports.
+"""Evaluation of base vs tuned: metrics over texts, per-group records, paired tests and the summary
+(`components.reporting` draws them).
 
 `run.evaluate_models` samples both models through a generation engine (`components.generation`);
 everything else is pure functions over texts, embeddings and numbers: no MLflow, no Prefect.
@@ -35,7 +36,6 @@ from components.evaluation.records import (
     consistency_record,
     diversity_record,
 )
-from components.evaluation.report import ReportFiles, gap_long_format, render_markdown, write_report
 from components.evaluation.statistics import (
     Comparison,
     PairedTest,
@@ -46,11 +46,11 @@ from components.evaluation.statistics import (
 from components.evaluation.summary import summarize
 
 __all__ = [
-    "CONSISTENCY_COLUMNS", "DIVERSITY_COLUMNS", "Comparison", "PairedTest", "ReportFiles", "Semantics",
+    "CONSISTENCY_COLUMNS", "DIVERSITY_COLUMNS", "Comparison", "PairedTest", "Semantics",
     "answer_distribution", "benjamini_hochberg", "bootstrap_ci", "compare_all", "comparisons_frame",
     "consistency_record", "coverage", "cross_variant_cosine", "distance_to_uniform", "distinct_answers",
-    "distinct_n", "diversity_record", "empty_rate", "entropy_gap", "gap_long_format",
+    "distinct_n", "diversity_record", "empty_rate", "entropy_gap",
     "js_distance_to_uniform", "kl_to_uniform", "mean_helpfulness", "mean_words", "n_clusters",
-    "paired_test", "render_markdown", "self_bleu", "semantic_agreement", "semantic_entropy", "summarize",
-    "unique_at_n", "validity", "variant_entropies", "vendi_score", "write_report",
+    "paired_test", "self_bleu", "semantic_agreement", "semantic_entropy", "summarize",
+    "unique_at_n", "validity", "variant_entropies", "vendi_score",
 ]  # fmt: skip

@@ -7,15 +7,15 @@ so per-group differences come from the adapter alone. All samples are embedded o
 sample.
 
 The evaluation's entry point is `prepare_evaluation` (checks, and the hashes of what will be read)
-then `evaluate_and_report` (sample, score, summarise into the `EvaluationSummary` that is
-metrics.json, write the report folder).
+then `components.reporting.evaluation_run.evaluate_and_report` (sample and score here, summarise
+into the `EvaluationSummary` that is metrics.json, then write the report folder).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +32,7 @@ from components.data.normalizers import DEFAULT_NORMALIZER, get_normalizer
 from components.data.schema import PromptGroup
 from components.evaluation.base_outputs import BaseOutputs, engine_identity
 from components.evaluation.bbq import BbqAnswers, run_bbq, summarize_bbq
-from components.evaluation.comparisons import compare_all
-from components.evaluation.fairness import EFFECT_COLUMNS, decisions_frame, run_decisions, summarize_decisions
+from components.evaluation.fairness import EFFECT_COLUMNS, run_decisions, summarize_decisions
 from components.evaluation.inputs import check_checkpoint, select_eval_groups
 from components.evaluation.length_control import fit_length_model
 from components.evaluation.records import (
@@ -42,7 +41,6 @@ from components.evaluation.records import (
     consistency_record,
     diversity_record,
 )
-from components.evaluation.report import ReportFiles, write_report
 from components.evaluation.statistics import Comparison
 from components.evaluation.summary import SummarySettings, summarize
 from components.fairness_benchmarks import BENCHMARKS
@@ -54,10 +52,7 @@ from components.generation.engines import (
 )
 from components.generation.sampling import SamplingConfig
 from components.models.provision import verified_base_model
-from components.release.gate import evaluate_gates
-from components.reporting.formatting import number, p_value, percent, signed
 from components.rewards.entropy import response_entropy, words
-from components.validation.suite import DATA_DOCS_DIR
 
 
 @dataclass
@@ -382,90 +377,3 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     if adapter is not None:
         check_adapter_loads(adapter)
     return EvaluationBinding.of(params, adapter).record()
-
-
-@dataclass
-class Evaluation:
-    """What `evaluate_and_report` produced: the summary, the frames, the paired tests and the files."""
-
-    summary: EvaluationSummary
-    frames: EvaluationFrames
-    comparisons: list[Comparison]
-    files: ReportFiles
-    samples: Path
-
-    def outputs(self) -> dict[str, str]:
-        """Every file written, by name: the report files and samples.csv."""
-        return {name: str(path) for name, path in asdict(self.files).items()} | {"samples": str(self.samples)}
-
-    def artifacts(self) -> list[Path]:
-        """The report files but the plots, and samples.csv (the plots go to their own folder)."""
-        return [p for p in self.files.paths() if p not in self.files.plots()] + [self.samples]
-
-    def base_vs_tuned_stats(self) -> dict[str, float | None]:
-        """`<family>.<metric>[.<model>].{delta,q_bh}` of the base-vs-tuned comparisons (MLflow metrics)."""
-        return {f"{c.family}.{c.metric}{'.' + c.model if c.model else ''}.{k}": getattr(c, k)
-                for c in self.comparisons if c.family == "base_vs_tuned" for k in ("delta", "q_bh")}  # fmt: skip
-
-    def headline(self) -> str:
-        """One line: the gap base -> tuned, its test, truncation, validity, the engine, each decision
-        benchmark's gated scores base -> tuned and BBQ's bias scores and disambiguated accuracy."""
-        c, engine = self.summary.consistency, self.frames.engine
-        fallback = f" [FALLBACK to {engine.used}]" if engine.fell_back else ""
-        q = p_value(c.q_value)
-        invalid = "" if c.valid else f" INVALID: {c.invalid_reason};"
-        decisions = "".join(
-            f"; {name} "
-            + ", ".join(
-                f"{s.value} vs {s.baseline} {signed(s.base_score)} -> {signed(s.tuned_score)}"
-                for key, s in b.scores.items()
-                if key in b.gated and s.base_score is not None and s.tuned_score is not None
-            )  # fmt: skip
-            + f" logit ({b.n_prompts} prompts)"
-            for name, b in self.summary.fairness.items()
-        )
-        if (b := self.summary.bbq) is not None:
-            decisions += (
-                f"; bbq s_DIS {signed(b.disambig_bias.base)} -> {signed(b.disambig_bias.tuned)}, s_AMB {signed(b.ambig_bias.base)} -> "
-                f"{signed(b.ambig_bias.tuned)}, disambiguated accuracy {signed(b.disambig_accuracy.base)} -> "
-                f"{signed(b.disambig_accuracy.tuned)} ({b.n_items} items, not gated)"
-            )
-        return (
-            f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {number(c.base_mean_gap, 4)} (base) -> {number(c.tuned_mean_gap, 4)} (tuned) "
-            f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {percent(c.base_truncated_share, 1)} / "
-            f"{percent(c.tuned_truncated_share, 1)};{invalid} engine {engine.used}{fallback}{decisions}"
-        )
-
-
-def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Evaluation:
-    """Base vs the candidate on the held-out groups: sample and score (`evaluate_models`), summarise
-    (`evaluation_summary`), run the paired tests and write the report folder (params.paths.reports:
-    metrics.json last, samples.csv after it)."""
-    from components.data import load_groups
-
-    cfg, out = params.eval, params.paths.reports
-    frames = evaluate_models(
-        params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest
-    )
-    fairness = fairness_results(frames, params)
-    summary = evaluation_summary(frames, params, evaluated, fairness)
-    settings = {
-        "alpha": cfg.significance_level,
-        "confidence_level": cfg.confidence_level,
-        "bootstrap_resamples": cfg.bootstrap_resamples,
-        "seed": params.seed,
-    }
-    comparisons = compare_all(
-        frames.consistency, frames.diversity, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
-        confidence=cfg.confidence_level, seed=params.seed,
-    ) + fairness.comparisons  # fmt: skip
-    decision = evaluate_gates(summary, params.gate)  # the champion comparison is register's: it needs the registry
-    note = "The gates of params.yaml on this evaluation; `register` also compares with the current champion."
-    files = write_report(
-        out, frames.consistency, frames.diversity, summary, comparisons, settings, frames.generation,
-        decision, frames.samples, note, decisions_frame(frames.decisions), fairness.effects,
-        data_docs=params.paths.validation / DATA_DOCS_DIR / "index.html",
-    )  # fmt: skip
-    samples = out / "samples.csv"
-    frames.samples.to_csv(samples, index=False)
-    return Evaluation(summary, frames, comparisons, files, samples)

@@ -20,7 +20,7 @@ from components.evaluation.statistics import (
     one_sample_test,
     paired_test,
 )
-from components.reporting.formatting import percent
+from components.formatting import percent
 
 
 def _column_mean(frame: pd.DataFrame, column: str, notes: list[str]) -> float | None:

@@ -32,6 +32,7 @@ from components.contracts.checkpoint import CheckpointLayout, resume_state_name
 from components.contracts.errors import Preempted, UserError
 from components.contracts.groups import PromptGroup
 from components.contracts.rollouts import GroupBatch
+from components.formatting import percent
 from components.generation.context import check_fits, context_length, longest_prompt_tokens
 from components.generation.sampling import SamplingConfig
 from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncertainty
@@ -47,7 +48,6 @@ from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
-from components.reporting.formatting import percent
 from components.rewards import compute_rewards
 from components.rewards.registry import REWARDS, is_decision, is_free_text
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from components import formatting
 from components.contracts.summary import leaves
 from components.contracts.version_tags import Champion
 from components.release.gate_spec import (
@@ -37,7 +38,6 @@ from components.release.gate_spec import (
     summary_key,
     within,
 )
-from components.reporting import formatting
 
 # --- measures: structure --------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from components.contracts.summary import EvaluationSummary
 from components.contracts.version_tags import GATE_PREFIX, NO_CHAMPION, Champion, GateDetail, Provenance, VersionTags
+from components.formatting import significant
 from components.release.gate import GateDecision
-from components.reporting.formatting import significant
 
 GATES_CSV, GATES_MD = "gates.csv", "gates.md"
 COLUMNS = ["gate", "value", "threshold", "verdict", "reason"]

@@ -13,7 +13,7 @@ from dataclasses import KW_ONLY, asdict, dataclass
 from components.config import GateConfig
 from components.contracts.summary import SECTIONS, ConsistencySummary, EvaluationSummary
 from components.contracts.version_tags import Champion
-from components.reporting.formatting import number, significant
+from components.formatting import number, significant
 
 SLACK = 1e-12
 MISSING = object()

@@ -20,8 +20,8 @@ from typing import Any
 from components.config import Params
 from components.contracts.atomic import atomic_write_json
 from components.contracts.summary import EvaluationSummary
+from components.formatting import p_value, percent
 from components.hashing import folder_files_sha256
-from components.reporting.formatting import p_value, percent
 from components.tracking import logged_model, runs
 
 DECISION_FILE = "decision.json"

@@ -24,7 +24,7 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test
-from components.reporting.formatting import MISSING, estimate, number, p_value, percent, signed
+from components.formatting import MISSING, estimate, number, p_value, percent, signed
 from components.study.layout import StudyLayout
 
 RECORD_FILE = "preregistration.json"

@@ -54,8 +54,8 @@ from components.contracts.atomic import atomic_write_text
 from components.data.selection import in_domains
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test
 from components.evaluation.statistics import benjamini_hochberg, bootstrap_ci, detectable_effect, paired_test
+from components.formatting import interval, number, p_value, percent, signed
 from components.machine import machine_label
-from components.reporting.formatting import interval, number, p_value, percent, signed
 from components.reporting.metric_labels import label
 from components.study.layout import ARM_FILE, StudyLayout
 from components.study.report import arm_family

@@ -26,8 +26,8 @@ import pandas as pd
 from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE
 from components.evaluation.statistics import benjamini_hochberg, paired_test
+from components.formatting import MISSING, number, p_value, percent, signed
 from components.machine import machine_label
-from components.reporting.formatting import MISSING, number, p_value, percent, signed
 from components.study.layout import ARM_FILE, StudyLayout, has_finished
 from components.study.report import arm_family
 

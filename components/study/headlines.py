@@ -14,7 +14,7 @@ written by `components.study.confirmation_report`), "pre-registered, running" un
 Each of `GENERATED_FILES` holds two blocks (`components.study.readme_blocks`): `results` (these lines,
 their links relative to that file) and `make-run` (`components.study.reference_run`);
 tests/unit/test_readme_results.py fails when either differs from what the committed files give.
-Numbers are written by `components.reporting.formatting`, as in every report.
+Numbers are written by `components.formatting`, as in every report.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from components.reporting.formatting import p_value, percent, signed, typographic
+from components.formatting import p_value, percent, signed, typographic
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import reference_run_lines
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from components.config import GateConfig
+from components.formatting import number, percent, typographic
 from components.release.gate import evaluate_gates
-from components.reporting.formatting import number, percent, typographic
 
 METRICS = Path("data/reports/metrics.json")
 LOCK = Path("dvc.lock")

@@ -25,10 +25,10 @@ from components.contracts.summary import (
     read_summary,
 )
 from components.evaluation.length_control import gaps_from_variant_means
-from components.evaluation.report import PER_GROUP_CONSISTENCY_FILE
 from components.evaluation.statistics import paired_test
+from components.formatting import MISSING, estimate, interval, is_missing, number, p_value, percent, signed
 from components.release.gate import evaluate_gates
-from components.reporting.formatting import MISSING, estimate, interval, is_missing, number, p_value, percent, signed
+from components.reporting.evaluation_report import PER_GROUP_CONSISTENCY_FILE
 from components.study.layout import ARM_FILE, has_finished
 
 CURVE_FILE = "learning_curve.csv"

@@ -21,7 +21,7 @@ from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.contracts.summary import metric_path
 from components.contracts.version_tags import CHAMPION_AT_REGISTRATION_TAG, GATE_PASSED_TAG, GATE_PREFIX, Provenance, VersionTags
-from components.reporting.formatting import MISSING, significant
+from components.formatting import MISSING, significant
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
 from components.tracking.runs import is_server
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from components.config import GateConfig
-from components.evaluation.report import write_report
 from components.evaluation.summary import summarize
 from components.release.gate import evaluate_gates
+from components.reporting.evaluation_report import write_report
 from tests.unit.test_report import comparisons_of, consistency_frame, diversity_frame
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

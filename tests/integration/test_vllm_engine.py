@@ -179,10 +179,10 @@ def test_vllm_start_failure_names_the_cause_and_falls_back_only_when_allowed(smo
 def test_evaluate_models_with_vllm_base_vs_tuned(vllm_engine, smollm2_base_dir, checkpoint, benchmarks_dir, tmp_path):
     """The evaluation step's core on real vLLM: same prompts and seeds for base and tuned, full report."""
     from components.evaluation.comparisons import compare_all
-    from components.evaluation.report import write_report
     from components.evaluation.run import evaluate_models
     from components.evaluation.summary import summarize
     from components.release.gate import evaluate_gates
+    from components.reporting.evaluation_report import write_report
 
     fairness = FairnessConfig(max_questions=2, ages=[60], races=["white"], bbq_items=4)  # 6 prompts and 4 BBQ items, same (fp32) engine
     params = Params(

@@ -267,10 +267,10 @@ def summary_with_bbq(accuracy_ci_low: float) -> dict:
 
 
 def test_the_report_says_what_the_numbers_mean_and_when_a_model_is_at_chance():
-    from components.evaluation import bbq_report
-    from components.evaluation.html_report import _bbq
-    from components.evaluation.report import bbq_lines
     from components.evaluation.summary import summarize
+    from components.reporting import bbq_report
+    from components.reporting.evaluation_report import bbq_lines
+    from components.reporting.html_report import _bbq
     from tests.unit.test_report import consistency_frame, diversity_frame
 
     metrics = summarize(consistency_frame(), diversity_frame(), alpha=0.01)

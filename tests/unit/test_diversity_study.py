@@ -14,8 +14,8 @@ from components.config import ParamsError, load_params
 from components.contracts.groups import Member, PromptGroup
 from components.data.selection import in_domains, select_groups
 from components.evaluation.statistics import detectable_effect
+from components.formatting import p_value
 from components.machine import ISA_FLAGS, machine_label, machine_record
-from components.reporting.formatting import p_value
 from components.study.diversity_report import COLUMNS, diversity_table, family, pool_seeds, power_lines, write_diversity_report
 from components.study.layout import StudyLayout
 from tests.conftest import make_project

@@ -1,11 +1,11 @@
-"""The one number format of every report (`components.reporting.formatting`)."""
+"""The one number format of every report (`components.formatting`)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from components.reporting.formatting import (
+from components.formatting import (
     MISSING,
     change,
     estimate,

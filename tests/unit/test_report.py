@@ -10,11 +10,11 @@ import pytest
 
 from components.contracts.summary import SCHEMA_VERSION
 from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
-from components.evaluation.plots import METRIC_DELTA_COLUMNS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS
-from components.evaluation.report import render_markdown, write_report
 from components.evaluation.summary import summarize
-from components.reporting.formatting import p_value
+from components.formatting import p_value
+from components.reporting.evaluation_report import render_markdown, write_report
+from components.reporting.plots import METRIC_DELTA_COLUMNS
 
 CONSISTENCY_KEYS = {
     "axis", "n_groups", "base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "t_statistic",
@@ -382,7 +382,7 @@ def test_markdown_table_rows_have_as_many_cells_as_their_header():
 def test_each_delta_panel_knows_which_side_is_better():
     from types import SimpleNamespace
 
-    from components.evaluation.plots import DIRECTION_ENDS, better_direction
+    from components.reporting.plots import DIRECTION_ENDS, better_direction
 
     def side(family: str, metric: str) -> str:
         return better_direction(SimpleNamespace(family=family, metric=metric))

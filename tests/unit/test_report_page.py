@@ -8,10 +8,10 @@ import re
 import pandas as pd
 
 from components.config import GateConfig
-from components.evaluation.answer_viewer import render_viewer
-from components.evaluation.report import write_report
 from components.evaluation.summary import summarize
 from components.release.gate import evaluate_gates
+from components.reporting.answer_viewer import render_viewer
+from components.reporting.evaluation_report import write_report
 from components.rewards.entropy import response_entropy
 from tests.unit.test_report import comparisons_of, consistency_frame, diversity_frame
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from components.contracts.summary import HelpfulnessDefinition
-from components.reporting.formatting import percent
+from components.formatting import percent
 from components.study.report import CURVE_COLUMNS, helpfulness_label, plot_learning_curve, render_markdown
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from components.evaluation.statistics import Comparison
-from components.reporting.formatting import number
+from components.formatting import number
 from components.reporting.metric_labels import Direction, label
 
 COLORS = {"base": "#7f7f7f", "tuned": "#1f77b4"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from components.contracts.summary import BbqScore, BbqSummary
 from components.evaluation.bbq_scores import METRICS
-from components.reporting.formatting import percent
+from components.formatting import percent
 
 LABELS = {
     "disambig_accuracy": "accuracy, disambiguated contexts",

@@ -1,5 +1,5 @@
 """One way to write a number in every report, so that a p-value reads the same in a run's summary.md,
-a study's report.md, the README and the gate's reasons.
+a study's report.md, the README, the gate's reasons and the runs export.
 
 - `number(v, digits=3)`: fixed decimals (``0.216``); integers as they are; booleans yes/no.
 - `signed(v, digits=3)`: with its sign (``+0.036``, ``-0.114``); `typographic` turns the

@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.summary import EvaluationSummary
-from components.evaluation import bbq_report
-from components.evaluation.answer_viewer import STYLE as VIEWER_STYLE
-from components.evaluation.answer_viewer import render_viewer
 from components.evaluation.statistics import Comparison
+from components.formatting import significant
 from components.release.gate import GateDecision
 from components.release.gate_record import gate_rows
-from components.reporting.formatting import significant
+from components.reporting import bbq_report
+from components.reporting.answer_viewer import STYLE as VIEWER_STYLE
+from components.reporting.answer_viewer import render_viewer
 from components.reporting.metric_labels import label
 
 _STYLE = """

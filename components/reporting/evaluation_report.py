@@ -35,11 +35,16 @@ from components.contracts.summary import (
     summary_json,
     write_summary,
 )
-from components.evaluation import bbq_report
 from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
-from components.evaluation.html_report import render_html
-from components.evaluation.plots import (
+from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
+from components.evaluation.statistics import Comparison
+from components.formatting import change, interval, number, p_value, percent, signed
+from components.release.gate import GateDecision
+from components.reporting import bbq_report
+from components.reporting.html_report import render_html
+from components.reporting.metric_labels import DIVERSITY as DIVERSITY_LABELS
+from components.reporting.plots import (
     answer_frequency_long,
     metric_deltas_frame,
     plot_answer_frequency,
@@ -48,11 +53,6 @@ from components.evaluation.plots import (
     plot_gaps,
     plot_metric_deltas,
 )
-from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
-from components.evaluation.statistics import Comparison
-from components.release.gate import GateDecision
-from components.reporting.formatting import change, interval, number, p_value, percent, signed
-from components.reporting.metric_labels import DIVERSITY as DIVERSITY_LABELS
 
 PER_GROUP_CONSISTENCY_FILE = "per_group_consistency.csv"  # one row per consistency group (`records.consistency_record`)
 
