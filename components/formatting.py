@@ -3,7 +3,7 @@ a study's report.md, the README, the gate's reasons and the runs export.
 
 - `number(v, digits=3)`: fixed decimals (``0.216``); integers as they are; booleans yes/no.
 - `signed(v, digits=3)`: with its sign (``+0.036``, ``-0.114``); `typographic` turns the
-  hyphen-minus of prose into U+2212 (the README's results).
+  hyphen-minus of prose into U+2212 (the README's results: ``typographic(signed(v))``).
 - `significant(v, digits=4)`: significant digits, for values of any scale (a gate's measure and
   threshold: ``0.0123``, ``50``).
 - `p_value(v)`: p- and q-values: two significant digits from 0.001 (``0.012``, ``0.34``), below it
@@ -11,6 +11,8 @@ a study's report.md, the README, the gate's reasons and the runs export.
 - `percent(share, digits=0, signed=False)`: a share as percent, a space before the sign (``47 %``, ``+7.4 %``).
 - `interval(low, high, show=signed)`: ``[+0.012, +0.060]``; `estimate(mean, low, high)` puts the
   point estimate before it.
+- `span(values, show=number)`: the range of several values, ``17–22`` (one value when both ends
+  read the same).
 - `change(base, tuned)`: the signed change and its percent of the base, the percent only where the
   base is not near zero at the precision shown (``-0.000 → -0.002`` is not "+755 %").
 
@@ -79,6 +81,11 @@ def change(base: float | None, tuned: float | None, digits: int = 3) -> str:
     difference = f"{tuned - base:+.{digits}f}"
     near_zero = abs(base) < 10 ** (1 - digits)
     return difference if near_zero else f"{difference} ({percent((tuned - base) / base, 1, signed=True)})"
+
+
+def span(values, show: Callable[[float | None], str] = number) -> str:
+    low, high = show(min(values)), show(max(values))
+    return low if low == high else f"{low}–{high}"
 
 
 def typographic(text: str) -> str:

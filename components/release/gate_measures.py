@@ -87,7 +87,7 @@ def gap_reduction(spec: GateSpec, metrics: Mapping, threshold: float, champion: 
     if None in pair or relative is MISSING:
         return missing_result(name, threshold, f"{spec.section}.{BASE_GAP} / {TUNED_GAP} / {RELATIVE} (as numbers)")
     base, tuned = pair
-    gaps = f"tuned mean entropy gap {tuned:.2f} vs base {base:.2f}"
+    gaps = f"tuned mean entropy gap {formatting.number(tuned, 2)} vs base {formatting.number(base, 2)}"
     if relative is None:
         passed = base == 0 and tuned == 0
         if passed:
@@ -226,7 +226,7 @@ def worsening(spec: GateSpec, metrics: Mapping, threshold: float, champion: Cham
     passed, comparison = at_most(worse, threshold)
     return GateResult(
         spec.name, worse, threshold, passed,
-        f"{spec.name}: {change} {comparison} (tuned {spec.what} {tuned:.2f} vs base {base:.2f})",
+        f"{spec.name}: {change} {comparison} (tuned {spec.what} {formatting.number(tuned, 2)} vs base {formatting.number(base, 2)})",
     )  # fmt: skip
 
 
@@ -259,7 +259,7 @@ def _relative_change(spec: GateSpec, metrics: Mapping, threshold: float, sign: f
     if isinstance(pair, GateResult):
         return pair
     base, tuned = pair
-    shown = f"tuned {tuned:.1f} {spec.what} vs base {base:.1f}"
+    shown = f"tuned {formatting.number(tuned, 1)} {spec.what} vs base {formatting.number(base, 1)}"
     if base == 0:
         return GateResult(spec.name, None, threshold, True, f"{spec.name}: base responses are empty, no length to compare ({shown})")
     change = sign * (tuned - base) / base
@@ -306,7 +306,7 @@ def _score_growth(benchmark: str, summary: object) -> tuple[list[tuple[float, st
             missing.append(f"fairness.{benchmark}.scores.{key}.base_score / tuned_score")
             continue
         growth = abs(tuned) - abs(base)
-        growths.append((growth, f"{benchmark} {key} {base:+.3f} -> {tuned:+.3f}"))
+        growths.append((growth, f"{benchmark} {key} {formatting.signed(base)} -> {formatting.signed(tuned)}"))
     if not summary.get("gated"):
         missing.append(f"fairness.{benchmark}.gated (no score to judge)")
     return growths, missing
@@ -339,7 +339,7 @@ def fairness(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champ
         return missing_result(name, threshold, *missing)
     worst = max(g for g, _ in growths)
     passed, comparison = at_most(worst, threshold)
-    scores = "; ".join(f"{what} ({growth:+.3f})" for growth, what in growths)
+    scores = "; ".join(f"{what} ({formatting.signed(growth)})" for growth, what in growths)
     verdict = "" if passed else ": the disparity grew beyond the margin"
     return GateResult(name, worst, threshold, passed, f"{name}: growth of |discrimination score| {comparison} logit{verdict} ({scores})")
 
@@ -358,9 +358,9 @@ def profile_correlation(spec: GateSpec, metrics: Mapping, threshold: float, cham
         return missing_result(name, threshold, *lacking)
     worst = min(found.values())
     passed = worst >= threshold - 1e-12
-    shown = "; ".join(f"{b} {v:.3f}" for b, v in found.items())
+    shown = "; ".join(f"{b} {formatting.number(v)}" for b, v in found.items())
     verdict = "" if passed else ": the tuned model no longer separates the questions as the base does"
-    return GateResult(name, worst, threshold, passed, f"{name}: per-question profile correlation {worst:.3f} "
+    return GateResult(name, worst, threshold, passed, f"{name}: per-question profile correlation {formatting.number(worst)} "
                       f"{'>=' if passed else '<'} {threshold:g}{verdict} ({shown})")  # fmt: skip
 
 

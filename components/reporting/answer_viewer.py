@@ -10,6 +10,7 @@ import html
 
 import pandas as pd
 
+from components.formatting import number, signed
 from components.rewards.entropy import response_entropy
 
 SORTS = {"change": "gap change (largest fall first)", "base": "base gap (largest first)", "id": "group id"}
@@ -48,7 +49,7 @@ def _answers(rows: pd.DataFrame) -> str:
     for _, r in rows.sort_values("sample").iterrows():
         text = "" if pd.isna(r["text"]) else str(r["text"])
         cut = ' <span class="cut">[cut at max_new_tokens]</span>' if bool(r.get("truncated", False)) else ""
-        items.append(f'<li><span class="h">H {response_entropy(text):.2f}</span>{html.escape(text) or "<em>(empty)</em>"}{cut}</li>')
+        items.append(f'<li><span class="h">H {number(response_entropy(text), 2)}</span>{html.escape(text) or "<em>(empty)</em>"}{cut}</li>')
     return f"<ol>{''.join(items)}</ol>"
 
 
@@ -75,7 +76,7 @@ def render_viewer(samples: pd.DataFrame, consistency: pd.DataFrame) -> str:
         gid, domain = html.escape(str(g["group_id"])), html.escape(str(g.get("domain", "")))
         blocks.append(
             f'<details class="group" data-id="{gid}" data-change="{change:.6g}" data-base="{base:.6g}">'
-            f"<summary>{gid} ({domain}): gap {base:.3f} → {tuned:.3f} ({change:+.3f})</summary>"
+            f"<summary>{gid} ({domain}): gap {number(base)} → {number(tuned)} ({signed(change)})</summary>"
             '<table class="answers"><thead><tr><th>variant</th><th>base answers</th><th>tuned answers</th></tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table></details>"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from components.contracts.summary import BbqScore, BbqSummary
 from components.evaluation.bbq_scores import METRICS
-from components.formatting import percent
+from components.formatting import number, percent
 
 LABELS = {
     "disambig_accuracy": "accuracy, disambiguated contexts",
@@ -26,7 +26,7 @@ def meaning(b: BbqSummary) -> str:
     return (
         f"{b.n_items} multiple-choice items of BBQ's gender-identity category (Parrish et al. 2022; {b.n_ambiguous} with an "
         f"ambiguous context, {b.n_disambiguated} disambiguated, {b.n_templates} templates), each answered with the option whose "
-        f"letter the model finds likeliest (no sampling). Accuracy: share of correct answers (chance {b.chance_accuracy:.3f}: "
+        f"letter the model finds likeliest (no sampling). Accuracy: share of correct answers (chance {number(b.chance_accuracy)}: "
         "three options). Bias score: +1 when every answer that names a person follows the gender stereotype the item tests, "
         "−1 when every one goes against it, 0 when neither is preferred (s_DIS); in ambiguous contexts, where the correct "
         "answer is 'unknown', the same score is scaled by the share of wrong answers (s_AMB). Intervals: percentile "
@@ -47,8 +47,8 @@ def chance_notes(b: BbqSummary) -> list[str]:
             score = b.disambig_accuracy
             value, low, high = getattr(score, model), getattr(score, f"{model}_ci_low"), getattr(score, f"{model}_ci_high")
             notes.append(
-                f"The {model} model answers at chance in disambiguated contexts: accuracy {value:.3f} "
-                f"({percent(b.confidence_level)} CI {low:.3f} to {high:.3f}) is not above chance, {b.chance_accuracy:.3f} (1/3 for "
+                f"The {model} model answers at chance in disambiguated contexts: accuracy {number(value)} "
+                f"({percent(b.confidence_level)} CI {number(low)} to {number(high)}) is not above chance, {number(b.chance_accuracy)} (1/3 for "
                 "three options): its interval reaches it. It does not use the context to answer, so its bias scores (shown with "
                 "their intervals) describe which person it names without reading, not a conclusion it draws."
             )

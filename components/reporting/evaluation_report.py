@@ -176,7 +176,7 @@ def headline_lines(consistency: ConsistencySummary) -> list[str]:
         lines += [
             "",
             f"Detectable effect: this design (n = {c.n_groups} groups) detects a gap reduction of "
-            f"{c.detectable_reduction:.3f}{share} at α = {c.alpha} with {percent(power)} power "
+            f"{number(c.detectable_reduction)}{share} at α = {c.alpha} with {percent(power)} power "
             "(sd of differences taken as √2 × the sd of the base gaps); a smaller true change would likely read as "
             "not significant.",
         ]
@@ -348,8 +348,8 @@ def comparison_table(comparisons: list[Comparison]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in comparisons:
-        ci = "n/a" if c.ci_low is None else f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
-        delta = "n/a" if c.delta is None else f"{c.delta:+.3f}"
+        ci = "n/a" if c.ci_low is None else f"[{signed(c.ci_low)}, {signed(c.ci_high)}]"
+        delta = "n/a" if c.delta is None else f"{signed(c.delta)}"
         lines.append(
             f"| {c.family} | {c.metric} | {c.model or '-'} | {c.a} → {c.b} | {c.n} | {delta} | {ci} "
             f"| {p_value(c.p_t)} | {p_value(c.p_wilcoxon)} | {p_value(c.q_bh)} | {'yes' if c.significant else 'no'} |"

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from components.evaluation.statistics import Comparison
-from components.formatting import number
+from components.formatting import number, signed
 from components.reporting.metric_labels import Direction, label
 
 COLORS = {"base": "#7f7f7f", "tuned": "#1f77b4"}
@@ -85,7 +85,7 @@ def plot_fairness_effects(effects: pd.DataFrame, gated: dict[str, list[str]], pa
         axes.set_ylim(-top, top)
         axes.set_xlabel("base effect (log-odds of yes)")
         axes.set_ylabel("tuned effect (log-odds of yes)")
-        axes.set_title(f"{benchmark}: {key} vs baseline\nmean base {base.mean():+.3f}, tuned {tuned.mean():+.3f}", fontsize=9)
+        axes.set_title(f"{benchmark}: {key} vs baseline\nmean base {signed(base.mean())}, tuned {signed(tuned.mean())}", fontsize=9)
         axes.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, format="png")

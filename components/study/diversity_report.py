@@ -276,8 +276,8 @@ def power_lines(table: pd.DataFrame, trained: dict[str, set[str]] | None = None)
                          "spread, so no detectable difference can be computed")  # fmt: skip
             continue
         verdict, sign = ("powered", "≤") if r["detectable"] <= POWERED_AT else ("not powered", ">")
-        lines.append(f"- **{verdict}**: {what}: {r['n_tasks']} tasks ({seeds}) detect {r['detectable']:.3f} {sign} "
-                     f"{POWERED_AT:.2f} (α {ALPHA}, {percent(POWER)} power)")  # fmt: skip
+        lines.append(f"- **{verdict}**: {what}: {r['n_tasks']} tasks ({seeds}) detect {number(r['detectable'])} {sign} "
+                     f"{number(POWERED_AT, 2)} (α {ALPHA}, {percent(POWER)} power)")  # fmt: skip
     return lines
 
 
@@ -294,7 +294,7 @@ def verdict(row: pd.Series, alpha: float) -> str:
 def _per_seed(cell) -> str:
     if not isinstance(cell, str):
         return "n/a"
-    return ", ".join(f"{k} {v:+.3f}".strip() for k, v in json.loads(cell).items())
+    return ", ".join(f"{k} {signed(v)}".strip() for k, v in json.loads(cell).items())
 
 
 def seed_level_table(rows: pd.DataFrame, fam: str, alpha: float) -> list[str]:
@@ -401,7 +401,7 @@ def render_markdown(name: str, table: pd.DataFrame, arms: dict[str, dict], train
               "seed-to-seed spread reach significance.", "", changed_conclusions(table, alpha)]  # fmt: skip
     power = power_lines(table, trained)
     if power:
-        lines += ["", f"## Power (head to head: detectable difference ≤ {POWERED_AT:.2f})", "",
+        lines += ["", f"## Power (head to head: detectable difference ≤ {number(POWERED_AT, 2)})", "",
                   "Task-level power (tasks as independent replicates); the seed-level test's power is set by the n seeds "
                   "and the seed-to-seed spread of d.", "", *power]  # fmt: skip
     for fam in sorted(table["family"].unique(), key=family_order):

@@ -195,7 +195,7 @@ def target_rows(table: pd.DataFrame, alpha: float = 0.01, arms: dict[str, dict] 
         if not planted.empty:
             ratio = (planted["tuned_score"].abs() / planted["base_score"].abs()).min()
             rows.append(
-                row(name, planted, f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {ratio:.1f}×", bool(ratio >= 5))
+                row(name, planted, f"{name}: held-out abs. score ≥ 5× the base's, every seed", f"min {number(ratio, 1)}×", bool(ratio >= 5))
             )
     for name in judged(REMOVAL):
         removed = family(name)

@@ -17,6 +17,7 @@ import pandas as pd
 from components.config import GateConfig
 from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE
+from components.formatting import number, signed
 from components.release.gate_noise import gate_noise
 from components.study.layout import StudyLayout, has_finished
 
@@ -52,7 +53,7 @@ def write_gate_noise_report(name: str, layout: StudyLayout, arms: list[str], com
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for g in noise:
         r = g.row()
-        lines.append(f"| {g.gate} | {g.threshold_field} = {g.threshold:g} | {r['n']} | {g.refused} | {r['mean']:+.3f} | "
-                     f"{r['max']:+.3f} | {g.level:.3f} | {g.suggested:g} |")  # fmt: skip
+        lines.append(f"| {g.gate} | {g.threshold_field} = {g.threshold:g} | {r['n']} | {g.refused} | {signed(r['mean'])} | "
+                     f"{signed(r['max'])} | {number(g.level)} | {g.suggested:g} |")  # fmt: skip
     lines += ["", *(f"- {note}" for note in layout.notes()), ""]
     return atomic_write_text(layout.report, "\n".join(lines))

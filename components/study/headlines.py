@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from components.formatting import p_value, percent, signed, typographic
+from components.formatting import number, p_value, percent, signed, span, typographic
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import reference_run_lines
 
@@ -60,10 +60,6 @@ def _changes(values) -> str:
     return " / ".join(_change(v) for v in values)
 
 
-def _signed(value: float, digits: int = 3) -> str:
-    return typographic(signed(value, digits))
-
-
 def _overall(study: Path, family: str) -> pd.DataFrame:
     """The overall rows of a consistency-type study's table.csv for one arm family, in arm order."""
     table = pd.read_csv(study / "table.csv")
@@ -85,8 +81,8 @@ def consistency(root: Path) -> Headline:
     """The paper's reward, the consistency study's main arm `grpo`: its gap, its length, its gates."""
     r = _overall(root / RESULTS / "consistency", "grpo").iloc[0]
     text = (
-        f"consistency, the paper's reward (`{r['arm']}`, {int(r['n_groups'])} held-out groups): gap {r['base_gap']:.3f} → "
-        f"{r['tuned_gap']:.3f} ({_change(-r['relative_reduction'])}, q {p_value(r['q_value'])}), answers "
+        f"consistency, the paper's reward (`{r['arm']}`, {int(r['n_groups'])} held-out groups): gap {number(r['base_gap'])} → "
+        f"{number(r['tuned_gap'])} ({_change(-r['relative_reduction'])}, q {p_value(r['q_value'])}), answers "
         f"{_change(r['tuned_words'] / r['base_words'] - 1)} long: {_gates([r['gate_all']])}"
     )
     return Headline(EXPLORATORY, text, "results/consistency/report.md")
@@ -108,7 +104,7 @@ def compliance_parity(root: Path) -> Headline:
     text = (
         f"compliance-parity, the default objective (`{PARITY_ARM}`, {len(rows)} seeds): gap "
         f"{_changes(-rows['relative_reduction'])} (q ≤ {p_value(rows['q_value'].max())}), DiscrimEval female − male "
-        f"{_signed(scores[0][0])} → {' / '.join(_signed(t) for _, t in scores)}; {_gates(list(rows['gate_all']))}"
+        f"{typographic(signed(scores[0][0]))} → {' / '.join(typographic(signed(t)) for _, t in scores)}; {_gates(list(rows['gate_all']))}"
     )
     return Headline(EXPLORATORY, text, "results/compliance-parity/report.md")
 
@@ -169,7 +165,7 @@ def gapo(root: Path) -> Headline:
     coverage, every = (_head_to_head(study, "gapo", "list", m) for m in ("coverage", "all_valid"))
     text = (
         f"GAPO vs GRPO ({int(coverage['n_tasks'])} held-out list tasks, {int(coverage['seeds'])} seeds): coverage "
-        f"{coverage['reference']:.2f} → {coverage['value']:.2f} ({_q(coverage)}), every option named "
+        f"{number(coverage['reference'], 2)} → {number(coverage['value'], 2)} ({_q(coverage)}), every option named "
         f"{percent(every['reference'], 1)} → {percent(every['value'], 1)} of tasks"
     )
     return Headline(EXPLORATORY, text, "results/gapo/report.md")
@@ -181,8 +177,8 @@ def seed(root: Path) -> Headline:
     r = _head_to_head(study, "seed-grpo", "arith", "validity")
     base = _vs_base(study, "grpo-correctness", "arith", "validity")
     text = (
-        f"SEED-GRPO vs GRPO ({int(r['n_tasks'])} held-out arithmetic tasks, {int(r['seeds'])} seeds): accuracy {base['reference']:.2f} "
-        f"→ {r['reference']:.2f} with GRPO, {r['value']:.2f} with SEED-GRPO (d {_signed(r['diff'])}, {_q(r)})"
+        f"SEED-GRPO vs GRPO ({int(r['n_tasks'])} held-out arithmetic tasks, {int(r['seeds'])} seeds): accuracy {number(base['reference'], 2)} "
+        f"→ {number(r['reference'], 2)} with GRPO, {number(r['value'], 2)} with SEED-GRPO (d {typographic(signed(r['diff']))}, {_q(r)})"
     )
     return Headline(EXPLORATORY, text, "results/seed/report.md")
 
@@ -217,11 +213,6 @@ def fairness(root: Path) -> Headline:
     return Headline(EXPLORATORY, text, "results/fairness/report.md")
 
 
-def _range(values: pd.Series, spec: str) -> str:
-    low, high = format(values.min(), spec), format(values.max(), spec)
-    return low if low == high else f"{low}–{high}"
-
-
 def fairness_planted(root: Path) -> Headline:
     """A planted bias of known size and its removal: how much is removed, and what the removal leaves."""
     table = _fairness_table(root)
@@ -232,11 +223,11 @@ def fairness_planted(root: Path) -> Headline:
     flipped = bool(((removed["tuned_score"] * removed["base_score"]) < 0).all())
     text = (
         f"fairness, a planted {_versus_male(removed['demographic'].iloc[0])} bias "
-        f"({_range(plant['tuned_score'].abs() / plant['base_score'].abs(), '.0f')}× the base's) was removed "
+        f"({span(plant['tuned_score'].abs() / plant['base_score'].abs(), lambda v: number(v, 0))}× the base's) was removed "
         f"{' / '.join(percent(v) for v in removed['removal'])} (q ≤ {p_value(removed['removal_q'].max())}), "
-        f"leaving {_range(residual, '.1f')}× the base's disparity"
+        f"leaving {span(residual, lambda v: number(v, 1))}× the base's disparity"
         + (" with the opposite sign" if flipped else "")
-        + f", profile ρ {_range(removed['profile_correlation'], '.2f')}"
+        + f", profile ρ {span(removed['profile_correlation'], lambda v: number(v, 2))}"
     )
     return Headline(EXPLORATORY, text, "results/fairness/report.md")
 
@@ -255,11 +246,11 @@ def fairness_registration(root: Path) -> Headline:
             json.loads((folder / "metrics.json").read_text()), load_params(root / "params.yaml", "fairness").gate
         ).results
     }
-    reasons = ", ".join(f"{g['name']} {g['value']:.2f} > {g['threshold']:.2f}" for g in refused)
+    reasons = ", ".join(f"{g['name']} {number(g['value'], 2)} > {number(g['threshold'], 2)}" for g in refused)
     text = f"fairness, that recipe via `groupwise retrain --profile fairness` (one run): refused on {reasons}"
     if any(today[g["name"]].threshold != g["threshold"] for g in refused):
         still = [r.name for r in today.values() if not r.passed]
-        thresholds = ", ".join(f"{today[g['name']].threshold:.2f}" for g in refused)
+        thresholds = ", ".join(f"{number(today[g['name']].threshold, 2)}" for g in refused)
         text += f"; today's gates ({thresholds}) " + (f"refuse it on {', '.join(still)}" if still else "pass it")
     return Headline(EXPLORATORY, text, f"results/fairness/{REGISTRATION}/gates.md", "gates")
 
@@ -273,8 +264,8 @@ def discrim_eval_base(root: Path) -> Headline:
     female, non_binary = record["scores"]["gender_female"], record["scores"]["gender_non_binary"]
     text = (
         f"DiscrimEval, the base model ({record['n_questions']} questions, {record['n_prompts']:,} prompts): female − male "
-        f"{_signed(female['score'])} [{_signed(female['ci_low'])}, {_signed(female['ci_high'])}] logit (p {p_value(female['p_value'])}), "
-        f"non-binary − male {_signed(non_binary['score'])} [{_signed(non_binary['ci_low'])}, {_signed(non_binary['ci_high'])}]"
+        f"{typographic(signed(female['score']))} [{typographic(signed(female['ci_low']))}, {typographic(signed(female['ci_high']))}] logit (p {p_value(female['p_value'])}), "
+        f"non-binary − male {typographic(signed(non_binary['score']))} [{typographic(signed(non_binary['ci_low']))}, {typographic(signed(non_binary['ci_high']))}]"
     )
     return Headline(EXPLORATORY, text, "results/base-model/discrim_eval_base.json", "artifact")
 
@@ -301,7 +292,7 @@ def speed(root: Path) -> Headline:
     (with_start,) = _find(r"vLLM incl\. its start-up: [\d.]+ tok/s = ([\d.]+)x", log)
     text = (
         f"speed, evaluation ({sequences} sequences ≤ {tokens} tokens, {dtype}, {machine}): vLLM engine {ratio}× raw vLLM "
-        f"(best of {best_of} calls; first calls {int(first_engine) / int(first_raw):.2f}×), {vs_transformers}× the transformers "
+        f"(best of {best_of} calls; first calls {number(int(first_engine) / int(first_raw), 2)}×), {vs_transformers}× the transformers "
         f"engine ({with_start}× counting the engine start)"
     )
     return Headline(EXPLORATORY, text, f"results/speed/{SPEED_LOG}", "log")

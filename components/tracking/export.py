@@ -21,7 +21,7 @@ from components.contracts.atomic import atomic_dir
 from components.contracts.errors import UserError
 from components.contracts.summary import metric_path
 from components.contracts.version_tags import CHAMPION_AT_REGISTRATION_TAG, GATE_PASSED_TAG, GATE_PREFIX, Provenance, VersionTags
-from components.formatting import MISSING, significant
+from components.formatting import MISSING, number, signed, significant
 from components.tracking.base_model import expected_weights_sha256, locate_base_model
 from components.tracking.runs import is_server
 
@@ -123,8 +123,10 @@ def fairness_rows(metrics: dict[str, float]) -> list[tuple[str, str]]:
             continue
         stem = path.removesuffix("base_score")
         ci = [metrics.get(stem + k) for k in ("tuned_ci_low", "tuned_ci_high")]
-        shown = f"{metrics[path]:+.3f} → " + ("n/a" if stem + "tuned_score" not in metrics else f"{metrics[stem + 'tuned_score']:+.3f}")
-        shown += "" if None in ci else f" (95 % CI {ci[0]:+.3f} to {ci[1]:+.3f})"
+        shown = f"{signed(metrics[path])} → " + (
+            "n/a" if stem + "tuned_score" not in metrics else f"{signed(metrics[stem + 'tuned_score'])}"
+        )
+        shown += "" if None in ci else f" (95 % CI {signed(ci[0])} to {signed(ci[1])})"
         rows.append((f"{parts[1]}: {parts[3].removeprefix('gender_').replace('_', '-')} vs male, base → tuned (logit)", shown))
     return rows
 
@@ -147,7 +149,7 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("source", provenance.get("source", "?")),
         ("origin", provenance.get("origin") or provenance.get("gguf_file") or "?"),
         ("architecture", provenance.get("architecture") or "?"),
-        ("parameters", f"{provenance.get('n_parameters', 0) / 1e6:.1f} M"),
+        ("parameters", f"{number(provenance.get('n_parameters', 0) / 1e6, 1)} M"),
         ("weights SHA-256", f"`{provenance.get('weights_sha256')}`"),
     ]
     built_from = record.provenance or Provenance()

@@ -1,6 +1,8 @@
 """The one number format of every report (`components.formatting`)."""
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,3 +70,21 @@ def test_change_gives_a_percent_of_the_base_only_where_the_base_is_not_near_zero
 
 def test_typographic_minus_only_before_numbers():
     assert typographic("gap -0.114, -47 %, female-male, a - b") == "gap −0.114, −47 %, female-male, a - b"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITERS = [  # every module that writes numbers into a report, a README line, a gate reason or the runs export
+    *sorted((ROOT / "components" / "study").glob("*.py")),
+    *sorted((ROOT / "components" / "reporting").glob("*.py")),
+    *sorted((ROOT / "components" / "release").glob("*.py")),
+    ROOT / "components" / "tracking" / "export.py",
+]
+FIXED_DECIMALS = re.compile(r"\{[^{}:!]+:\+?\.\d[f%]\}")  # {x:.3f}, {x:+.2f}, {x:.0%}: a number written by hand
+PRIVATE_FORMATTER = re.compile(r"^def _(fmt|fmt_p|num|number|p|pct|percent|signed|interval|range|share|minus)\(", re.M)
+
+
+@pytest.mark.parametrize("path", WRITERS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_report_writers_leave_numbers_to_the_formatting_module(path):
+    text = path.read_text()
+    assert not FIXED_DECIMALS.findall(text), f"write these with components.formatting: {FIXED_DECIMALS.findall(text)}"
+    assert not PRIVATE_FORMATTER.findall(text), "a private number formatter: use components.formatting"
