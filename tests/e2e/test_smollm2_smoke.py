@@ -31,6 +31,10 @@ def test_cli_retrain_on_smollm2_smoke_profile(tmp_path):
     assert (
         f"[engines] vLLM's own log: {project / 'data' / 'logs' / 'engines.log'}" in result.stdout + result.stderr
     )  # said once (Prefect logs a task's prints)
+    # the console shows the steps, progress bars and the verdict: under 60 lines beside the progress bars
+    progress = re.compile(r"\d+%\||\d+/\d+ \[|it/s|s/it")
+    shown = [line for line in console if line.strip() and not progress.search(line)]
+    assert len(shown) < 60, f"{len(shown)} console lines besides progress bars:\n" + "\n".join(shown)
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("Report (verdict, plots, every answer):") and last.endswith("report.html")
 
