@@ -5,9 +5,9 @@ r=16 on q/k/v/o, K samples per prompt, the same prompts in the same order, the s
 beta, clipping and loss type. `--task consistency` (default) samples whole answers to the gendered
 advice prompts (each variant its own prompt, reward H_norm: per sample, so TRL computes the same);
 `--task diversity` the listing prompts with GAPO's frequency-aware reward. Each row runs in its own
-subprocess (clean threads and memory); the figure is samples/s over the training loop: model
-loading and vLLM engine starts excluded for every row (TRL starts its engine before `train()`;
-groupwise's start and checkpoint saving are their own column).
+subprocess (clean threads and memory); the figures are samples/s over the training loop and over
+the whole run (model loading, engine starts and saving included: TRL starts its engine before
+`train()`), and each groupwise run's time per phase (the trainer's `TIME_PHASES` and weight sync).
 
 Rows (`--rows`): groupwise with transformers rollouts, with vLLM rollouts (weights merged and
 loaded in place, or a LoRARequest per step), with vLLM rollouts and bf16 training, TRL's
@@ -94,7 +94,7 @@ def base_model(params) -> Path:
 
 
 def run_groupwise(args) -> dict:
-    from components.grpo.trainer import train
+    from components.grpo.trainer import TIME_PHASES, train
 
     params = benchmark_params(args)
     groups = prompt_groups(params, args.steps * args.prompts_per_step, args.task)
@@ -113,6 +113,7 @@ def run_groupwise(args) -> dict:
         "tokens": total("tokens"),
         "reward_mean": result.final["reward_mean"],
         "mismatch": history[-1].get("mismatch/abs_logp_diff_mean"),
+        "phases": {name: total(key) for name, key in TIME_PHASES.items()} | {"weight sync": total("weight_sync_s")},
     }
 
 
@@ -148,6 +149,7 @@ def run_trl(args) -> dict:
         return out
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": g.members[0].text}]} for g in groups])
+    whole_started = time.perf_counter()  # the whole run: model load, trainer (and engine) start, the loop
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     cfg = params.train
@@ -198,9 +200,10 @@ def run_trl(args) -> dict:
         )
         started = time.perf_counter()
         trainer.train()
-        seconds = time.perf_counter() - started
+        loop = time.perf_counter() - started
         rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    return {"samples": args.steps * args.prompts_per_step * args.k, "seconds": seconds, "reward_mean": rewards[-1]}
+    samples = args.steps * args.prompts_per_step * args.k
+    return {"samples": samples, "seconds": time.perf_counter() - whole_started, "loop_seconds": loop, "reward_mean": rewards[-1]}
 
 
 def main() -> None:
@@ -250,23 +253,53 @@ def main() -> None:
         f"{args.steps} steps x {args.prompts_per_step} prompts, beta={args.beta}, loss={args.loss_type}, "
         f"torch threads={__import__('torch').get_num_threads()}"
     )
-    rate = lambda f: f["samples"] / f.get("loop_seconds", f["seconds"])  # noqa: E731
-    print(
-        "| row | samples/s | × TRL | loop s | engine start and saving s | generation s | weight sync s | mean tokens | mismatch |Δ log p| |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(throughput_table(figures)))
+    print()
+    print("\n".join(phase_table(figures)))
+
+
+def throughput_table(figures: dict[str, dict]) -> list[str]:
+    """One row per run: samples/s over the training loop and against TRL's, both over the loop and over
+    the whole run (engine start, model load and saving included)."""
+    loop_rate = lambda f: f["samples"] / f.get("loop_seconds", f["seconds"])  # noqa: E731
+    run_rate = lambda f: f["samples"] / f["seconds"]  # noqa: E731
     trl = figures.get("trl", {})
+    lines = [
+        "| row | samples/s (loop) | × TRL (loop) | × TRL (whole run, start-up included) | loop s | start-up and saving s "
+        "| generation s | weight sync s | mean tokens | mismatch |Δ log p| |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, f in figures.items():
         if "error" in f:
-            print(f"| {name} | does not run: {f['error']} | | | | | | | |")
+            lines.append(f"| {name} | does not run: {f['error']} | | | | | | | | |")
             continue
-        ratio = f"{rate(f) / rate(trl):.2f}×" if "samples" in trl else "–"
+        ratio = f"{loop_rate(f) / loop_rate(trl):.2f}×" if "samples" in trl else "–"
+        whole = f"{run_rate(f) / run_rate(trl):.2f}×" if "samples" in trl else "–"
         gen = f"{f['generation_seconds']:.1f}" if f.get("generation_seconds") else "–"
         sync = f"{f['sync_seconds']:.2f}" if f.get("sync_seconds") else "–"
         tokens = f"{f['tokens'] / f['samples']:.0f}" if f.get("tokens") else "–"
         mismatch = f"{f['mismatch']:.4f}" if f.get("mismatch") is not None else "–"
         loop = f.get("loop_seconds", f["seconds"])
-        print(f"| {name} | {rate(f):.3f} | {ratio} | {loop:.1f} | {f['seconds'] - loop:.1f} | {gen} | {sync} | {tokens} | {mismatch} |")
+        lines.append(
+            f"| {name} | {loop_rate(f):.3f} | {ratio} | {whole} | {loop:.1f} | {f['seconds'] - loop:.1f} | {gen} | {sync} | {tokens} | {mismatch} |"
+        )
+    return lines
+
+
+def phase_table(figures: dict[str, dict]) -> list[str]:
+    """Where each groupwise run's loop went, in seconds and as a share of the loop (`TIME_PHASES` of the
+    trainer, weight sync, and the rest); TRL's trainer does not time its phases."""
+    timed = {name: f for name, f in figures.items() if f.get("phases")}
+    if not timed:
+        return []
+    phases = list(next(iter(timed.values()))["phases"])
+    lines = ["| row | " + " | ".join(phases) + " | other |", "|---" * (len(phases) + 2) + "|"]
+    for name, f in timed.items():
+        loop = f.get("loop_seconds") or f["seconds"]
+        cells = [f"{f['phases'][p]:.1f} s ({100 * f['phases'][p] / loop:.0f} %)" for p in phases]
+        other = max(0.0, loop - sum(f["phases"].values()))
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {other:.1f} s ({100 * other / loop:.0f} %) |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ def _run_step(
         started = time.perf_counter()
         result = STEPS[name](params, **options)
     out.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {escape(result.summary)}")
+    if result.time:
+        out.print(f"  {escape(result.time)}")
     out.print(f"  MLflow run: {result.run_id}")
     for key, value in result.outputs.items():
         out.print(f"  {key}: {escape(value)}")
@@ -233,6 +235,8 @@ def retrain(
     out.print(f"[bold]groupwise retrain ({summary.profile})[/] in {time.perf_counter() - started:.0f} s")
     for r in summary.results:  # one line a step; its MLflow run is a child of the parent run below
         out.print(f"  {r.step}: {escape(r.summary)}", soft_wrap=False, no_wrap=True, overflow="ellipsis")
+        if r.time:
+            out.print(f"    {escape(r.time)}")
     files = {
         label: r.outputs[key] for r in summary.results for (step, key), label in KEY_OUTPUTS.items() if r.step == step and key in r.outputs
     }

@@ -32,6 +32,7 @@ class StepResult:
     outputs: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    time: str = ""  # where the step's time went ("time: rollouts 61 %, ..."), for steps that time their phases
 
 
 def build(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -212,9 +213,9 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     summary = (
         f"{result.steps} steps, {result.samples} samples in {result.seconds:.0f} s{resumed}; "
         f"final reward {final.get('reward_mean', float('nan')):.3f}, KL {final.get('kl', float('nan')):.4f}"
-        + (f"; {result.time_line()}" if result.time_line() else "")
     )
-    return StepResult("train", run_id, {"checkpoint": str(checkpoint), "model": f"models:/{model_id}"}, final, summary)
+    outputs = {"checkpoint": str(checkpoint), "model": f"models:/{model_id}"}
+    return StepResult("train", run_id, outputs, final, summary, result.time_line())
 
 
 def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
@@ -230,11 +231,12 @@ def evaluate(params: Params, parent_run_id: str | None = None) -> StepResult:
         _link_evaluation(params, evaluated.adapter_sha256, runs.metric_numbers(summary, "eval."))
         runs.log_metrics(result.frames.generation, prefix="eval.generation.")
         runs.log_metrics(result.base_vs_tuned_stats(), prefix="eval.stats.")
+        runs.log_metrics(result.phase_seconds(), prefix="eval.time.")
         engine = result.frames.engine
         runs.set_tags({"eval.engine": engine.used, "eval.engine_fallback": engine.fell_back})
         runs.log_artifacts(result.artifacts(), "evaluation")
         runs.log_artifacts(result.files.plots(), "evaluation/plots")
-    return StepResult("evaluate", run_id, result.outputs(), summary, result.headline())
+    return StepResult("evaluate", run_id, result.outputs(), summary, result.headline(), result.time_line())
 
 
 def _data_files(params: Params) -> dict[str, Path]:

@@ -65,6 +65,7 @@ class EvaluationFrames:
     base_outputs: list = field(default_factory=list, repr=False)  # raw base samples (reusable: `base_outputs=`)
     decisions: list = field(default_factory=list)  # `fairness.Decisions` of each decision benchmark (eval.fairness)
     bbq: BbqAnswers | None = None  # BBQ's answers when eval.fairness.benchmarks names it
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # engine start, embeddings and scoring
 
 
 class EmbeddingCache:
@@ -170,11 +171,13 @@ def evaluate_models(
     sampling = sampling_config(params)
     tuned_sampling = candidate_sampling(params)
     weights_sha256 = base_weights_sha256(params, base_model_dir)  # before an engine starts: a changed base fails first
+    started = time.perf_counter()
     if engine is None:
         engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.dtype, params.seed)
         owned = True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
+    engine_start = time.perf_counter() - started
     reused = {"sequences": 0, "tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0, "reused": 1}
     try:
         kept = cached_base_outputs(params, weights_sha256, choice.used, params.eval.dtype)
@@ -202,7 +205,9 @@ def evaluate_models(
         decisions, bbq = score_fairness_on_own_engine(params, base_model_dir, adapter, weights_sha256)
 
     samples = samples_frame(selected, base_out, tuned_out)
+    started = time.perf_counter()
     rows_c, rows_d = score_samples(params, selected, samples)
+    phases = {"engine start": engine_start, "embeddings and scoring": time.perf_counter() - started}
     generation = {"base": base_stats, "tuned": tuned_stats}
     timed = [(d.benchmark.name, len(d.table), d.seconds, d.reused) for d in decisions]
     if bbq is not None:
@@ -210,7 +215,7 @@ def evaluate_models(
     for name, n, seconds, kept_models in timed:
         generation |= {f"{name}_{model}": {"prompts": n, "seconds": took, "prompts_per_s": n / took if took else 0.0}
                        | ({"reused": 1} if model in kept_models else {}) for model, took in seconds.items()}  # fmt: skip
-    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq)
+    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq, phases)
 
 
 SAMPLE_COLUMNS = ["group_id", "task", "variant_id", "model", "sample", "text", "n_tokens", "mean_logprob", "truncated"]

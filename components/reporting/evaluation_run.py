@@ -4,6 +4,7 @@ result, and the report folder (`evaluation_report.write_report`); the step's one
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +30,34 @@ class Evaluation:
     comparisons: list[Comparison]
     files: ReportFiles
     samples: Path
+    statistics_seconds: float = 0.0  # the summary, the paired tests, the gates and the report folder
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Where the evaluation's time went, in seconds: the engine start, sampling (base and candidate;
+        0 where the base's outputs were cached), each fairness benchmark's prefill (base and candidate),
+        embeddings and scoring, statistics and the report."""
+        generation, phases = self.frames.generation, self.frames.phase_seconds
+        fairness: dict[str, float] = {}
+        for key, stats in generation.items():
+            if key not in ("base", "tuned"):
+                name = key.rsplit("_", 1)[0]
+                fairness[name] = fairness.get(name, 0.0) + stats.get("seconds", 0.0)
+        return {
+            "engine start": phases.get("engine start", 0.0),
+            "sampling": sum(generation.get(model, {}).get("seconds", 0.0) for model in ("base", "tuned")),
+            **{f"{name} prefill": seconds for name, seconds in fairness.items()},
+            "embeddings and scoring": phases.get("embeddings and scoring", 0.0),
+            "statistics and report": self.statistics_seconds,
+        }
+
+    def time_line(self) -> str:
+        """`phase_seconds` in one line: "time: sampling 61 % (230 s), ..." with the total."""
+        phases = {name: seconds for name, seconds in self.phase_seconds().items() if seconds > 0}
+        total = sum(phases.values())
+        if total <= 0:
+            return ""
+        shares = ", ".join(f"{name} {percent(seconds / total)}" for name, seconds in phases.items())
+        return f"time: {shares} (of {total:.0f} s)"
 
     def outputs(self) -> dict[str, str]:
         """Every file written, by name: the report files and samples.csv."""
@@ -83,6 +112,7 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     frames = evaluate_models(
         params, load_groups(params.paths.groups), params.paths.base_model, CheckpointLayout(params.paths.checkpoints).latest
     )
+    started = time.perf_counter()
     fairness = fairness_results(frames, params)
     summary = evaluation_summary(frames, params, evaluated, fairness)
     settings = {
@@ -104,4 +134,4 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     )  # fmt: skip
     samples = out / "samples.csv"
     frames.samples.to_csv(samples, index=False)
-    return Evaluation(summary, frames, comparisons, files, samples)
+    return Evaluation(summary, frames, comparisons, files, samples, time.perf_counter() - started)
