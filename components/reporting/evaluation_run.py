@@ -57,7 +57,7 @@ class Evaluation:
         if total <= 0:
             return ""
         shares = ", ".join(f"{name} {percent(seconds / total)}" for name, seconds in phases.items())
-        return f"time: {shares} (of {total:.0f} s)"
+        return f"time: {shares} (of {number(total, 0)} s)"
 
     def outputs(self) -> dict[str, str]:
         """Every file written, by name: the report files and samples.csv."""

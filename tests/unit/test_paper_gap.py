@@ -257,7 +257,7 @@ def test_truncated_share_above_the_limit_makes_the_evaluation_invalid():
     c = metrics["consistency"]
     assert c["valid"] is False
     assert c["tuned_truncated_share"] == pytest.approx(0.06) and c["base_truncated_share"] == 0.0
-    assert "6.0% of tuned" in c["invalid_reason"] and "max_new_tokens = 256" in c["invalid_reason"]
+    assert "6.0 % of tuned" in c["invalid_reason"] and "max_new_tokens = 256" in c["invalid_reason"]
     assert any("INVALID" in note for note in metrics["notes"])
     # exactly at the limit is still valid
     c = summarize(gap_frame(*JOB, truncated=(0.05, 0.05)), pd.DataFrame(), settings)["consistency"]
