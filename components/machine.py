@@ -80,6 +80,14 @@ def resolve_dtype(dtype: str) -> str:
     return "bfloat16" if native_bf16() else "float32"
 
 
+def resolve_precision(precision: str) -> str:
+    """The trainer's precision as the machine runs it: `auto` is bf16 (autocast matmuls over float32
+    master weights) where `native_bf16()`, else fp32; any other value as given."""
+    if precision != "auto":
+        return precision
+    return "bf16" if native_bf16() else "fp32"
+
+
 @cache
 def warn_if_emulated_bf16(dtype: str) -> bool:
     """Warn once a process when an engine is asked for bfloat16 on a machine that emulates it; True when it warned.

@@ -182,6 +182,9 @@ def study(
     params: Path = ParamsOpt,
     arm: Optional[list[str]] = typer.Option(None, "--arm", help="run only this arm (repeatable); default: every arm"),
     report_only: bool = typer.Option(False, "--report-only", help="rewrite the study's report from finished arms"),
+    freeze: bool = typer.Option(
+        False, "--freeze-params", help="fix the params its arms start from (results/NAME/frozen_params.json), e.g. when pre-registering"
+    ),
     name: Optional[str] = typer.Option(
         None, "--study", help="consistency (studies/consistency.yaml, the default) or another study of studies/ (gapo, seed, fairness)"
     ),
@@ -204,6 +207,12 @@ def study(
     from flows.study import study as study_flow
 
     pick_arms(load_study(params, name)[1], arm or None)  # an unknown study or arm: one line, before any server starts
+    if freeze:
+        from components.study.domain import freeze_params
+
+        frozen = freeze_params(*load_study(params, name))
+        out.print(f"[bold green]study[/] params frozen: {escape(str(frozen))}")
+        return
     if report_only:
         from components.study.pool_arms import collect_results, store_path
 

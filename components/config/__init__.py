@@ -23,6 +23,7 @@ from components.config.loading import (
     assignments_to_overrides,
     load_params,
     with_overrides,
+    with_sections,
     with_study_files,
 )
 from components.config.migrations import (
@@ -67,5 +68,5 @@ __all__ = [
     "ImportanceSamplingConfig", "LoraConfig", "ModelConfig", "Params", "ParamsDeprecationWarning", "ParamsError",
     "PathsConfig", "PlantedBiasConfig", "RegistryConfig", "RewardConfig", "RolloutConfig", "RolloutVllmConfig",
     "ScheduleConfig", "StudyArm", "StudyConfig", "TinyModelConfig", "TrackingConfig", "TrainConfig", "VllmConfig",
-    "assignments_to_overrides", "expand_seeds", "load_params", "migrate_keys", "with_overrides", "with_study_files",
+    "assignments_to_overrides", "expand_seeds", "load_params", "migrate_keys", "with_overrides", "with_sections", "with_study_files",
 ]  # fmt: skip

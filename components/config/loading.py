@@ -196,6 +196,20 @@ def with_overrides(params: Params, overrides: dict[str, Any], paths: dict[str, s
     return _resolve(merged, params.root)
 
 
+def with_sections(params: Params, sections: dict[str, Any], where: str) -> Params:
+    """`params` with whole top-level `sections` replaced (validated again): not merged, so a dict-valued
+    field such as `reward.weights` is exactly the given one and a field it lacks takes its default.
+    `where` names their source in the error."""
+    raw = params.model_dump(mode="json")
+    raw.update(copy.deepcopy(sections))
+    try:
+        replaced = Params.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise ParamsError(f"{where}: {problems}") from exc
+    return _resolve(replaced, params.root)
+
+
 def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
     paths = _confined_paths(params, root, source or root / "params.yaml")
     tracking = params.tracking.model_copy()

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from components.config.base import _ENGINE_DTYPE, _Section
+from components.config.base import _ENGINE_DTYPE, _TRAIN_PRECISION, _Section
 
 
 class DecisionGroupsConfig(_Section):
@@ -277,7 +277,11 @@ class TrainConfig(_Section):
         description="the surrogate l_it: ppo_clip (PPO/GRPO clipped token ratio) | gspo (GSPO's clipped sequence ratio, "
         "arXiv:2507.18071; the paper sets epsilon_low 3e-4, epsilon_high 4e-4) (components.grpo.policy_losses)",
     )
-    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast matmuls (CPU AMX / GPU)")
+    precision: Annotated[Literal["auto", "fp32", "bf16"], _TRAIN_PRECISION] = Field(
+        "fp32",
+        description="bf16: autocast matmuls over float32 master weights (GPU, CPU with AVX512-BF16/AMX) | "
+        "auto: bf16 where the machine computes it natively, else fp32 (resolved when the params are read)",
+    )
     device: str = Field(
         "auto",
         pattern=r"^(auto|cpu|cuda(:\d+)?)$",

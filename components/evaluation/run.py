@@ -65,7 +65,7 @@ class EvaluationFrames:
     base_outputs: list = field(default_factory=list, repr=False)  # raw base samples (reusable: `base_outputs=`)
     decisions: list = field(default_factory=list)  # `fairness.Decisions` of each decision benchmark (eval.fairness)
     bbq: BbqAnswers | None = None  # BBQ's answers when eval.fairness.benchmarks names it
-    phase_seconds: dict[str, float] = field(default_factory=dict)  # engine start, embeddings and scoring
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # engine start, "<benchmark> prefill", embeddings and scoring
 
 
 class EmbeddingCache:
@@ -213,6 +213,7 @@ def evaluate_models(
     if bbq is not None:
         timed.append((bbq.benchmark.name, len(bbq.items), bbq.seconds, bbq.reused))
     for name, n, seconds, kept_models in timed:
+        phases[f"{name} prefill"] = sum(seconds.values())
         generation |= {f"{name}_{model}": {"prompts": n, "seconds": took, "prompts_per_s": n / took if took else 0.0}
                        | ({"reused": 1} if model in kept_models else {}) for model, took in seconds.items()}  # fmt: skip
     return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq, phases)

@@ -37,15 +37,10 @@ class Evaluation:
         0 where the base's outputs were cached), each fairness benchmark's prefill (base and candidate),
         embeddings and scoring, statistics and the report."""
         generation, phases = self.frames.generation, self.frames.phase_seconds
-        fairness: dict[str, float] = {}
-        for key, stats in generation.items():
-            if key not in ("base", "tuned"):
-                name = key.rsplit("_", 1)[0]
-                fairness[name] = fairness.get(name, 0.0) + stats.get("seconds", 0.0)
         return {
             "engine start": phases.get("engine start", 0.0),
             "sampling": sum(generation.get(model, {}).get("seconds", 0.0) for model in ("base", "tuned")),
-            **{f"{name} prefill": seconds for name, seconds in fairness.items()},
+            **{name: seconds for name, seconds in phases.items() if name.endswith(" prefill")},
             "embeddings and scoring": phases.get("embeddings and scoring", 0.0),
             "statistics and report": self.statistics_seconds,
         }

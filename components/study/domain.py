@@ -5,7 +5,9 @@ or the `study` section (the consistency study). Every arm starts from its study'
 study's and then the arm's overrides merged over it, writes its checkpoints and reports under
 `data/study/<arm>/` (`data/study-NAME/<arm>/`) and copies what the study reports to
 `results/NAME/arms/<arm>/` (`write_results`; the layout: `components.study.layout`). An arm whose
-`arm.json` there carries the fingerprint of its current params (and groups) is done. `flows.study`
+`arm.json` there carries the fingerprint of its current params (and groups) is done. A pre-registered
+study freezes its params (`freeze_params`, results/NAME/frozen_params.json): its arms then start from
+those, whatever the product's defaults become. `flows.study`
 runs arms; `components.study.reports` writes a study's report.
 """
 
@@ -16,11 +18,12 @@ import gzip
 import json
 import shutil
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
-from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides
+from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides, with_sections
 from components.contracts.atomic import atomic_dir
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, read_state
 from components.study.layout import ARM_FILE, StudyLayout
@@ -74,9 +77,41 @@ class Study:
 
 
 def study_params(params: Params, study: Study) -> Params:
-    """The study's own params: its overrides over the study profile. Its shared steps (benchmarks,
-    groups, model, validation) run with these, once for every arm."""
-    return with_overrides(params, study.config.overrides) if study.config.overrides else params
+    """The study's own params: its overrides over the study profile, then, where the study froze them
+    (`frozen_params.json`, `freeze_params`), its frozen sections in place of what the profile and
+    today's defaults give. Its shared steps (benchmarks, groups, model, validation) run with these,
+    once for every arm."""
+    params = with_overrides(params, study.config.overrides) if study.config.overrides else params
+    frozen = study.layout.frozen_params
+    if frozen.is_file():
+        params = with_sections(params, json.loads(frozen.read_text())["params"], str(frozen))
+    return params
+
+
+def freeze_params(params: Params, study: Study) -> Path:
+    """Write `frozen_params.json`: the study's params of every section its arms' results depend on,
+    as today's defaults, profile and study file give them. From then on its arms start from these
+    (`study_params`), so a default the product changes later does not change a pre-registered study
+    half way through. Refused (ParamsError) where the file exists or where a finished arm's record
+    is not for these params: a freeze keeps what ran, it never changes it."""
+    frozen = study.layout.frozen_params
+    if frozen.is_file():
+        raise ParamsError(f"{frozen}: exists; a study's frozen params never change")
+    current = study_params(params, study)
+    stale = [name for name, arm in study.config.arms.items() if (study.arm_dir(name) / ARM_FILE).is_file()
+             and not arm_done(study, name, arm_fingerprint(arm_params(params, study, name), arm.kind))]  # fmt: skip
+    if stale:
+        raise ParamsError(f"study {study.name}: finished arms {stale} ran under other params; a freeze would not keep them")
+    record = {
+        "study": study.name,
+        "written": date.today().isoformat(),
+        "what": "the params every arm of this study starts from (its arms' overrides go over them); "
+        "read by `groupwise study` in place of the profile's and today's defaults",
+        "params": current.model_dump(mode="json", include=result_sections()),
+    }
+    frozen.parent.mkdir(parents=True, exist_ok=True)
+    frozen.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return frozen
 
 
 def arm_params(params: Params, study: Study, name: str) -> Params:
@@ -107,9 +142,14 @@ RESULT_INDEPENDENT_SECTIONS = {
 }  # sections an arm's results do not depend on
 
 
+def result_sections() -> set[str]:
+    """The sections of params an arm's results depend on: all but `RESULT_INDEPENDENT_SECTIONS`."""
+    return set(Params.model_fields) - RESULT_INDEPENDENT_SECTIONS - {"root"}
+
+
 def arm_fingerprint(params: Params, kind: str) -> str:
-    """What an arm's results depend on (`Params.fingerprint`): every section but `RESULT_INDEPENDENT_SECTIONS`, and its kind."""
-    return params.fingerprint(set(Params.model_fields) - RESULT_INDEPENDENT_SECTIONS - {"root"}, kind=kind)
+    """What an arm's results depend on (`Params.fingerprint`): its `result_sections`, and its kind."""
+    return params.fingerprint(result_sections(), kind=kind)
 
 
 def built_groups_sha256(params: Params) -> str | None:

@@ -5,6 +5,8 @@
     results/<study>/plot.png         the study's figure (learning_curve.png for the consistency study)
     results/<study>/notes.md         what a person adds: findings outside the table ("- " items)
     results/<study>/arms/<arm>/      one finished arm: metrics.json, per-group tables, arm.json, samples
+    results/<study>/frozen_params.json  where present: the params every arm starts from, fixed
+                                        (`groupwise study --freeze-params`; a pre-registered study)
 
 Speed logs are in results/speed/, measurements of the base model in results/base-model/.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from components.contracts.summary import SUMMARY_FILE
 
 REPORT, TABLE, PLOT, NOTES, ARMS = "report.md", "table.csv", "plot.png", "notes.md", "arms"
+FROZEN_PARAMS = "frozen_params.json"
 ARM_FILE = "arm.json"  # in arms/<arm>/: the arm's record (name, kind, overrides, fingerprint, machine, seconds)
 
 
@@ -46,6 +49,10 @@ class StudyLayout:
     @property
     def notes_file(self) -> Path:
         return self.folder / NOTES
+
+    @property
+    def frozen_params(self) -> Path:
+        return self.folder / FROZEN_PARAMS
 
     @property
     def arms(self) -> Path:

@@ -115,6 +115,9 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
     assert second.generation["discrim_eval_base"]["reused"] == 1 and second.generation["discrim_eval_base"]["seconds"] == 0.0
     assert "reused" not in second.generation["discrim_eval_tuned"] and second.generation["discrim_eval_tuned"]["seconds"] > 0
     assert second.generation["bbq_base"]["reused"] == 1 and "reused" not in second.generation["bbq_tuned"]
+    # each benchmark's prefill is a phase of the evaluation's time, the candidate's alone where the base's was kept
+    assert second.phase_seconds["discrim_eval prefill"] == second.generation["discrim_eval_tuned"]["seconds"] > 0
+    assert first.phase_seconds["bbq prefill"] == first.generation["bbq_base"]["seconds"] + first.generation["bbq_tuned"]["seconds"]
     for other in (second, fresh):
         pd.testing.assert_frame_equal(other.samples, first.samples)
         pd.testing.assert_frame_equal(other.decisions[0].table, first.decisions[0].table)

@@ -12,11 +12,11 @@ def evaluation(generation: dict, phases: dict, statistics: float) -> Evaluation:
     return Evaluation(None, frames, [], None, Path("samples.csv"), statistics)
 
 
-def test_the_phases_add_the_sampling_of_both_models_and_each_benchmarks_prefill():
+def test_the_phases_add_the_sampling_of_both_models_and_give_each_benchmarks_prefill():
     result = evaluation(
         {"base": {"seconds": 100.0}, "tuned": {"seconds": 80.0}, "discrim_eval_base": {"seconds": 30.0},
          "discrim_eval_tuned": {"seconds": 30.0}, "bbq_base": {"seconds": 10.0}, "bbq_tuned": {"seconds": 10.0}},
-        {"engine start": 20.0, "embeddings and scoring": 15.0},
+        {"engine start": 20.0, "embeddings and scoring": 15.0, "discrim_eval prefill": 60.0, "bbq prefill": 20.0},
         5.0,
     )  # fmt: skip
     assert result.phase_seconds() == {

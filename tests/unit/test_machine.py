@@ -88,3 +88,16 @@ def test_params_name_the_dtype_that_runs_so_auto_is_logged_and_fingerprinted_as_
     assert Params.model_validate({"eval": {"fairness": {"dtype": "auto"}}}).eval.fairness.dtype == auto
     with pytest.raises(ValueError, match="dtype"):
         Params.model_validate({"eval": {"dtype": "float8"}})
+
+
+@pytest.mark.parametrize(("cpuinfo", "auto"), [(X86_EMULATED, "fp32"), (X86_NATIVE, "bf16"), (ARM_NATIVE, "bf16")])
+def test_train_precision_auto_is_bf16_only_where_the_machine_computes_it_and_is_logged_as_it(cpu, cpuinfo, auto):
+    from components.config import Params
+
+    cpu(cpuinfo)
+    chosen = Params.model_validate({"train": {"precision": "auto"}})
+    assert chosen.train.precision == auto  # what runs is what is logged and fingerprinted
+    assert chosen.fingerprint({"train"}) == Params.model_validate({"train": {"precision": auto}}).fingerprint({"train"})
+    assert [Params.model_validate({"train": {"precision": p}}).train.precision for p in ("fp32", "bf16")] == ["fp32", "bf16"]
+    with pytest.raises(ValueError, match="precision"):
+        Params.model_validate({"train": {"precision": "fp16"}})

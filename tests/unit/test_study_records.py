@@ -1,6 +1,7 @@
 """The project's committed study results are the results of its study files: every arm record under
-results/<study>/arms/ carries the fingerprint of the arm's params as the study files define them now,
-so a changed default, profile or study file that would silently re-run (or orphan) finished arms fails here."""
+results/<study>/arms/ carries the fingerprint of the arm's params as the study files (and the study's
+frozen_params.json) define them now, so a changed study file or frozen record, or a changed default or
+profile where a study did not freeze its params, that would silently re-run (or orphan) finished arms fails here."""
 
 from __future__ import annotations
 
@@ -29,3 +30,5 @@ def test_every_committed_arm_record_is_for_its_current_params(name, monkeypatch)
     kinds = study.config.arms
     stale = [arm for arm in committed if not arm_done(study, arm, arm_fingerprint(arm_params(params, study, arm), kinds[arm].kind))]
     assert not stale, f"arms whose committed results are not for their current params: {stale}"
+    # a study in git keeps the params its arms ran under: a release that changes a default must not move it
+    assert study.layout.frozen_params.is_file(), f"{study.layout.frozen_params}: missing (groupwise study --freeze-params)"
