@@ -17,7 +17,8 @@ leaves it out.
 A raw `LLM.generate` row (same token ids, sampling and engine settings, no groupwise code on the
 path) shows what the engine wrapper costs (target: within 10 %). Both stay up and their calls
 alternate --repeats times; each row reports its fastest call, so that neither is the one that
-happened to run while the machine was busy.
+happened to run while the machine was busy. --first-calls also compares what an evaluation sees, a
+fresh engine's first call: two engines of each kind, first calls in the order engine, raw, raw, engine.
 
 Part 2 times the metric computation of an evaluation of --groups groups x 8 samples per model
 (half consistency groups of 2 variants x 4 samples, half diversity tasks of 8 samples), base and
@@ -117,6 +118,23 @@ def best(runs: list[dict]) -> dict:
     return max(runs, key=lambda r: r["tok_s"])
 
 
+def first_calls(vllm, raw, vllm_cfg, args, prompts, cfg) -> dict:
+    """Each engine's first call, the one an evaluation makes: a second groupwise engine and a second
+    raw `LLM` are started beside the first two, and the four fresh engines take their first call in
+    the order engine, raw, raw, engine, so that a drift of the machine over the four calls (caches,
+    clocks, memory first touched) weighs on both sides alike. The second pair is closed after."""
+    from components.generation.vllm_engine import VllmEngine
+
+    vllm2 = VllmEngine(args.model_dir, vllm_cfg, dtype=args.dtype, seed=1234)
+    raw2 = RawVllm(vllm2, vllm_cfg, args.dtype)
+    try:
+        order = [run_engine(vllm, prompts, cfg), raw.run(prompts, cfg), raw2.run(prompts, cfg), run_engine(vllm2, prompts, cfg)]
+    finally:
+        raw2.close()
+        vllm2.close()
+    return {"order": order, "engine": [order[0], order[3]], "raw": [order[1], order[2]]}
+
+
 def hf_generate_reference(model_dir: Path, prompts: list[str], cfg, batch_size: int, dtype: str) -> dict:
     """Plain `model.generate(do_sample=True, num_return_sequences=n)`: the reference the issue's target names."""
     import torch
@@ -167,10 +185,14 @@ def generation_benchmark(args) -> list[str]:
     vllm_cfg = VllmConfig(kv_cache_gb=args.kv_cache_gb, max_model_len=1024, max_num_seqs=256, cpu_threads_bind=args.threads_bind)
     vllm = VllmEngine(args.model_dir, vllm_cfg, dtype=args.dtype, seed=1234)
     start_s = time.perf_counter() - started
-    rows, wrapped, raw_runs = [], [], []
+    rows, wrapped, raw_runs, first = [], [], [], None
     raw = RawVllm(vllm, vllm_cfg, args.dtype)
     try:
-        for _ in range(args.repeats):  # alternate: both see the same machine state
+        if args.first_calls:
+            first = first_calls(vllm, raw, vllm_cfg, args, prompts, cfg)
+            wrapped.append(first["engine"][0])
+            raw_runs.append(first["raw"][0])
+        for _ in range(args.repeats - len(wrapped)):  # alternate: both see the same machine state
             wrapped.append(run_engine(vllm, prompts, cfg))
             raw_runs.append(raw.run(prompts, cfg))
         vllm_base = best(wrapped)
@@ -206,6 +228,13 @@ def generation_benchmark(args) -> list[str]:
         f"groupwise vLLM engine / raw LLM.generate tokens/s, best of {args.repeats} alternating runs each: "
         f"{vllm_base['tok_s'] / raw['tok_s']:.2f} (target >= 0.90); every round, engine/raw tok/s: {rounds}"
     )
+    if first is not None:
+        engine_s, raw_s = (sum(r["tok_s"] for r in first[k]) / 2 for k in ("engine", "raw"))
+        calls = ", ".join(f"{name} {r['tok_s']:.0f}" for name, r in zip(("engine 1", "raw 1", "raw 2", "engine 2"), first["order"]))
+        print(
+            f"first calls, fresh engines in the order engine, raw, raw, engine: groupwise / raw tok/s "
+            f"{engine_s / raw_s:.2f} (target >= 0.90; {calls})"
+        )
     ratio = vllm_base["tok_s"] / hf_base["tok_s"]
     print(f"vLLM / transformers engine tokens/s (base model): {ratio:.2f}x (target >= 3x)")
     if reference is not None:
@@ -302,6 +331,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs of the vLLM engine and raw vLLM (best of each)")
     parser.add_argument("--hf-batch-size", type=int, default=48, help="sequences per HF generate call (eval.batch_size)")
+    parser.add_argument(
+        "--first-calls",
+        action="store_true",
+        help="also compare first calls: two fresh engines of each kind, called engine, raw, raw, engine",
+    )
     parser.add_argument("--kv-cache-gb", type=int, default=2)
     parser.add_argument("--model-dir", type=Path, default=ROOT / "data/models/base")
     parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well (merged copy)")
