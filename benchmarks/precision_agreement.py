@@ -149,9 +149,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     params = load_params(ROOT / "params.yaml", "default")
     if args.model_dir is None:
-        from benchmarks.train_throughput import base_model
+        from components.models.provision import prepare_base_model
 
-        args.model_dir = base_model(params)
+        args.model_dir = ROOT / "data" / "models" / "base"
+        prepare_base_model(params.model, args.model_dir, params.seed)  # converted once, then reused
     batch, advantages, tokenizer = rollout_batch(params, args.model_dir, args.groups, args.k, args.max_new_tokens, params.seed)
     runs = {p: one_update(params, args.model_dir, args.adapter, batch, advantages, tokenizer, p) for p in PRECISIONS}
     result = {"config": {"groups": args.groups, "k": args.k, "max_new_tokens": args.max_new_tokens, "rows": len(batch.rollouts),
