@@ -188,12 +188,7 @@ def with_overrides(params: Params, overrides: dict[str, Any], paths: dict[str, s
     project root, confined to its data folder) replacing some `paths.*` entries."""
     raw = _deep_merge(params.model_dump(mode="json"), migrate_keys(overrides, "overrides"))
     raw["paths"].update(paths or {})
-    try:
-        merged = Params.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(_describe(err) for err in exc.errors())
-        raise ParamsError(f"overrides {overrides}: {problems}") from exc
-    return _resolve(merged, params.root)
+    return _revalidated(raw, params.root, f"overrides {overrides}")
 
 
 def with_sections(params: Params, sections: dict[str, Any], where: str) -> Params:
@@ -202,12 +197,17 @@ def with_sections(params: Params, sections: dict[str, Any], where: str) -> Param
     `where` names their source in the error."""
     raw = params.model_dump(mode="json")
     raw.update(copy.deepcopy(sections))
+    return _revalidated(raw, params.root, where)
+
+
+def _revalidated(raw: dict, root: Path, where: str) -> Params:
+    """`raw` validated as Params and resolved against `root`; ParamsError naming `where` and every problem."""
     try:
-        replaced = Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise ParamsError(f"{where}: {problems}") from exc
-    return _resolve(replaced, params.root)
+    return _resolve(params, root)
 
 
 def _resolve(params: Params, root: Path, source: Path | None = None) -> Params:
