@@ -215,3 +215,17 @@ def pytest_report_header(config):
         kind = f"unknown ({exc})"
     required = " (required: GROUPWISE_REQUIRE_POSTGRES=1)" if os.environ.get("GROUPWISE_REQUIRE_POSTGRES") == "1" else ""
     return f"groupwise: MLflow server tests on {kind}{required}"
+
+
+def script_module(path: Path):
+    """A script outside the packages (benchmarks/*.py) as a module, registered under its file name first
+    (its dataclasses look their module up); loaded once a session."""
+    import importlib.util
+
+    name = path.stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

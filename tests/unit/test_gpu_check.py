@@ -3,7 +3,6 @@ command prepared for a lent GPU machine cannot rot between loans (~15 s here).""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -12,18 +11,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, script_module
+
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 
 def _module():
-    """benchmarks/gpu_check.py as a module (registered first: its dataclasses look their module up)."""
-    if "gpu_check" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["gpu_check"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["gpu_check"]
+    return script_module(SCRIPT)
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,17 @@ fp32 and one bf16 update, compared (seconds here; the figures in docs/benchmarks
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, script_module
 
 SCRIPT = ROOT / "benchmarks" / "precision_agreement.py"
 
 
 def _module():
-    if "precision_agreement" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("precision_agreement", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["precision_agreement"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["precision_agreement"]
+    return script_module(SCRIPT)
 
 
 def test_identical_runs_agree_exactly_and_opposite_updates_do_not():
