@@ -62,6 +62,9 @@ def benchmark_params(args):
         "num_iterations": 1,
         "rows_per_forward": 6,
         "rollout": rollout,
+        # TRL trains free-text prompts alone: no decision groups in a step, no pairing term
+        "decision_groups_per_step": None,
+        "decision_pairing": params.train.decision_pairing.model_copy(update={"weight": 0.0}),
     }
     train = params.train.model_copy(update=overrides)
     reward_fn = "frequency_aware" if args.task == "diversity" else "entropy_helpfulness"

@@ -1,13 +1,16 @@
-"""benchmarks/train_throughput.py's tables from its per-row figures (no model runs): the loop and
-whole-run ratios against TRL, and the groupwise rows' time per phase."""
+"""benchmarks/train_throughput.py: its tables from per-row figures (no model runs): the loop and
+whole-run ratios against TRL, and the groupwise rows' time per phase; and its groupwise rows train
+what its TRL row trains on the shipped params.yaml (one reward, free-text prompts alone)."""
 
-import importlib.util
-from pathlib import Path
+import argparse
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("train_throughput", ROOT / "benchmarks" / "train_throughput.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+import pytest
+
+from components.config import TrainConfig
+from components.grpo.trainer import group_schedule
+from tests.conftest import ROOT, script_module
+
+bench = script_module(ROOT / "benchmarks" / "train_throughput.py")
 
 PHASES = {"rollouts": 30.0, "reward": 1.0, "reference": 20.0, "forward/backward": 40.0, "optimizer": 2.0, "weight sync": 1.0}
 FIGURES = {
@@ -33,3 +36,21 @@ def test_the_phase_table_accounts_for_the_whole_loop():
         "| groupwise-vllm | 30.0 s (30 %) | 1.0 s (1 %) | 20.0 s (20 %) | 40.0 s (40 %) | 2.0 s (2 %) | 1.0 s (1 %) | 6.0 s (6 %) |"
     )
     assert bench.phase_table({"trl": FIGURES["trl"]}) == []  # TRL does not time its phases
+
+
+@pytest.mark.parametrize("row", ["groupwise", "groupwise-vllm", "groupwise-vllm-bf16"])
+def test_a_groupwise_row_trains_the_trl_rows_objective_on_the_shipped_defaults(row):
+    """The defaults train decision groups with a pairing term and a compliance reward; TRL's row cannot,
+    so the groupwise rows leave them out and schedule exactly the benchmark's free-text prompts in order."""
+    args = argparse.Namespace(only=row, task="consistency", steps=2, prompts_per_step=4, k=6, max_new_tokens=64,
+                              beta=0.04, loss_type="grpo")  # fmt: skip
+    params = bench.benchmark_params(args)
+    TrainConfig.model_validate(params.train.model_dump())  # the copy is a valid config, not a half-updated one
+    assert params.reward.weights == {"entropy_helpfulness": 1.0}
+    assert params.train.decision_groups_per_step is None and params.train.decision_pairing.weight == 0.0
+    assert params.train.precision == bench.ROWS[row][3]
+    groups = bench.prompt_groups(params, args.steps * args.prompts_per_step, args.task)
+    schedule = group_schedule(groups, args.prompts_per_step, args.steps, params.seed, shuffle=False,
+                              decision_per_step=params.train.decision_groups_per_step)  # fmt: skip
+    assert [g.group_id for step in schedule for g in step] == [g.group_id for g in groups]
+    assert all(len(g.members) == 1 and g.task == "consistency" for g in groups)
