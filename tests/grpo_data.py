@@ -63,10 +63,11 @@ PAPER_WEIGHTS = {"entropy_helpfulness": 0.4, "stability": 0.6}
 def tiny_params(**train) -> Params:
     """Default params with the paper's objective and a short, fast training section (overridable per key):
     a few 8-token rollouts at T = 1, each micro-batch in one forward, no intermediate state or rollout
-    tables (the defaults, sized for 512-token answers, would chunk, save and log)."""
+    tables (the defaults, sized for 512-token answers, would chunk, save and log), in fp32 on every machine
+    (these tests compare the trainer with plain fp32 computations; bf16 has tests of its own)."""
     p = Params()
     settings = {"steps": 2, "groups_per_step": 2, "samples_per_prompt": 3, "max_new_tokens": 8, "lr": 1e-2,
-                "temperature": 1.0, "rows_per_forward": 0, "save_every": 0, "log_rollouts_every": 0,
+                "temperature": 1.0, "rows_per_forward": 0, "precision": "fp32", "save_every": 0, "log_rollouts_every": 0,
                 "decision_groups_per_step": None, "decision_pairing": DecisionPairingConfig(weight=0.0),
                 "rollout": p.train.rollout.model_copy(update={"engine": "transformers"}), **train}  # fmt: skip
     return p.model_copy(update={"train": p.train.model_copy(update=settings),

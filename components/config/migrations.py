@@ -27,6 +27,8 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("train", "lr"): 1e-4,
     ("train", "decision_pairing", "weight"): 0.0,
     ("reward", "weights"): {"entropy_helpfulness": 0.4, "stability": 0.6},
+    # bf16 autocast where native became the default (`auto`, resolved when read: fp32 where emulated)
+    ("train", "precision"): "fp32",
 }
 
 # rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out

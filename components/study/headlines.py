@@ -270,7 +270,7 @@ def discrim_eval_base(root: Path) -> Headline:
     return Headline(EXPLORATORY, text, "results/base-model/discrim_eval_base.json", "artifact")
 
 
-SPEED_LOG = "eval_throughput.txt"
+SPEED_LOG = "eval_first_calls.txt"
 
 
 def _find(pattern: str, text: str) -> tuple[str, ...]:
@@ -281,19 +281,20 @@ def _find(pattern: str, text: str) -> tuple[str, ...]:
 
 
 def speed(root: Path) -> Headline:
-    """Evaluation speed from the committed log of benchmarks/eval_throughput.py: the engine against raw vLLM
-    (best of the alternating calls, and first call against first call) and against the transformers engine."""
+    """Evaluation speed from the committed log of benchmarks/eval_throughput.py --first-calls: the engine against
+    raw vLLM (first call against first call, fresh engines; and best of the alternating calls) and against the
+    transformers engine."""
     log = (root / RESULTS / "speed" / SPEED_LOG).read_text()
     (machine,) = _find(r"^# [\d-]+, ([^,;]+)", log.splitlines()[1])
     sequences, tokens, dtype = _find(r"= (\d+) sequences, <= (\d+) new tokens, (\w+)", log)
+    (first_calls,) = _find(r"first calls, fresh engines .*: groupwise / raw tok/s ([\d.]+)", log)
     best_of, ratio = _find(r"best of (\d+) alternating runs each: ([\d.]+)", log)
-    first_engine, first_raw = _find(r"every round, engine/raw tok/s: (\d+)/(\d+)", log)
     (vs_transformers,) = _find(r"vLLM / transformers engine tokens/s \(base model\): ([\d.]+)x", log)
     (with_start,) = _find(r"vLLM incl\. its start-up: [\d.]+ tok/s = ([\d.]+)x", log)
     text = (
-        f"speed, evaluation ({sequences} sequences ≤ {tokens} tokens, {dtype}, {machine}): vLLM engine {ratio}× raw vLLM "
-        f"(best of {best_of} calls; first calls {number(int(first_engine) / int(first_raw), 2)}×), {vs_transformers}× the transformers "
-        f"engine ({with_start}× counting the engine start)"
+        f"speed, evaluation ({sequences} sequences ≤ {tokens} tokens, {dtype}, {machine}): vLLM engine {first_calls}× raw vLLM "
+        f"on fresh engines' first calls ({ratio}× best of {best_of}), {vs_transformers}× the transformers engine "
+        f"({with_start}× with the engine start)"
     )
     return Headline(EXPLORATORY, text, f"results/speed/{SPEED_LOG}", "log")
 
