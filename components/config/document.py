@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from components.contracts.atomic import atomic_write_text
-from components.machine import resolve_dtype
+from components.machine import resolve_dtype, resolve_precision
 
 BEGIN = "# ---- defaults: generated from components/config/ by `python -m components.config.document --write params.yaml` ----"
 END = "# ---- end of the generated defaults ----"
@@ -74,7 +74,7 @@ def _fields(value: BaseModel, indent: str) -> list[str]:
 
 
 def _field(name: str, info: FieldInfo, value: Any, indent: str) -> list[str]:
-    if info.default == AUTO and value == resolve_dtype(AUTO):  # resolved for this machine when read: the file says auto
+    if info.default == AUTO and value in (resolve_dtype(AUTO), resolve_precision(AUTO)):  # resolved for this machine when read: the file says auto
         value = AUTO
     if isinstance(value, BaseModel):
         description = info.description or _doc(type(value))

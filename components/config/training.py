@@ -279,6 +279,7 @@ class TrainConfig(_Section):
     )
     precision: Annotated[Literal["auto", "fp32", "bf16"], _TRAIN_PRECISION] = Field(
         "auto",
+        validate_default=True,
         description="auto: bf16 where the machine computes it natively (GPU, CPU with AVX512-BF16/AMX), else fp32, "
         "resolved when the params are read (one update 1.66x as fast on an AVX512-BF16 CPU, gradient cosine to fp32 "
         "0.998; docs/benchmarks.md) | bf16: autocast matmuls over float32 master weights | fp32",

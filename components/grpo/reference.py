@@ -54,4 +54,23 @@ class Reference:
             set_peft_model_state_dict(model, trained)
 
 
+    def is_policy(self, model) -> bool:
+        """True while `model`'s LoRA computes π_ref exactly: every `lora_B` zero (`base`: a fresh adapter's
+        B is initialised to zero, so its delta B·A·x is exactly 0) or the start adapter's tensors unchanged
+        (`start`), with nothing but the LoRA trainable (a DoRA magnitude or a `modules_to_save` copy is
+        not known to be exact). A run's first step is such a step: its reference pass can be left out."""
+        trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        if not trainable or any("lora_A" not in name and "lora_B" not in name for name, _ in trainable):
+            return False
+        with torch.no_grad():
+            if self.weights is None:
+                return not any(bool(p.any()) for name, p in trainable if "lora_B" in name)
+            from peft import get_peft_model_state_dict
+
+            current = get_peft_model_state_dict(model)
+            return current.keys() == self.weights.keys() and all(
+                torch.equal(current[k], v.to(current[k].device)) for k, v in self.weights.items()
+            )
+
+
 BASE = Reference()

@@ -58,6 +58,7 @@ class MicroBatch:
     micro_id: int = 0  # the micro-batch (of whole groups) these rows belong to; loss weights use it
     engine_logp: torch.Tensor | None = None  # (B, C) log-probs of the engine that sampled the rows (vLLM)
     is_weight: torch.Tensor | None = None  # importance weights, fixed at the first iteration
+    ref_is_policy: bool = False  # π_ref is the policy (a run's first step): ref_logp is the behaviour policy's
 
     def to(self, device: torch.device) -> MicroBatch:
         """The rows' tensors on the model's device (the packed batch and the engine's log-probs)."""
@@ -140,14 +141,22 @@ def _token_logprobs(model, mb: MicroBatch, cfg: TrainConfig, with_entropy: bool 
 
 
 def prepare_fixed_logprobs(model, micro_batches: list[MicroBatch], cfg: TrainConfig, reference: Reference = BASE) -> None:
-    """Reference log-probs (beta > 0) and, for mu > 1, the behaviour policy's log-probs, once per batch."""
+    """Reference log-probs (beta > 0) and, for mu > 1, the behaviour policy's log-probs, once per batch.
+
+    While the policy still is π_ref (`Reference.is_policy`: a run's first step) the reference pass is
+    left out, since its log-probs are the behaviour policy's: the stored ones for mu > 1, else those of
+    the update's own first forward, detached (`MicroBatch.ref_is_policy`). The same numbers, one forward
+    pass fewer: about a fifth of a step's time on a CPU."""
+    ref_is_policy = cfg.beta > 0 and reference.is_policy(model)
     with torch.no_grad():
         for mb in micro_batches:
-            if cfg.beta > 0:
+            if cfg.beta > 0 and not ref_is_policy:
                 with reference.policy(model):
                     mb.ref_logp = _token_logprobs(model, mb, cfg).logp
             if cfg.num_iterations > 1:
                 mb.old_logp = _token_logprobs(model, mb, cfg).logp
+            if ref_is_policy:
+                mb.ref_logp, mb.ref_is_policy = mb.old_logp, True
 
 
 class PhaseClock:
@@ -220,6 +229,7 @@ def policy_update(
                 stats = _token_logprobs(trainer_model, mb, cfg, with_entropy=True)
                 logp = stats.logp
                 old = mb.old_logp if mb.old_logp is not None else logp.detach()
+                ref = logp.detach() if mb.ref_is_policy and mb.ref_logp is None else mb.ref_logp
                 if mb.engine_logp is not None and iteration == 0:
                     mb.is_weight, seen = importance_weights(old, mb.engine_logp, mb.packed.completion_mask, cfg.rollout.importance_sampling)
                     mismatch[:3] += seen[:3]
@@ -228,7 +238,7 @@ def policy_update(
                 terms = clipped_token_loss(
                     logp,
                     old,
-                    mb.ref_logp,
+                    ref,
                     advantages[mb.positions],
                     cfg.epsilon_low,
                     cfg.epsilon_high,

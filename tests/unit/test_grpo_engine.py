@@ -1,5 +1,6 @@
 """The GRPO engine's knobs on the tiny model: mu > 1, gradient accumulation, bf16, NaN guards,
-embedding clustering for SEED-GRPO, user-defined group rewards and per-step observability."""
+embedding clustering for SEED-GRPO, user-defined group rewards, per-step observability, and the first
+step's reference pass left out while the policy is π_ref."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from components.contracts.rollouts import GroupBatch, Rollout
 from components.data.schema import PromptGroup
 from components.grpo.advantages import ADVANTAGES, grpo_advantage, register_adv_est
 from components.grpo.distributed import DistContext
+from components.grpo.reference import BASE, Reference
 from components.grpo.rollouts import group_uncertainty
 from components.grpo.trainer import TrainingError, seed_everything, train
 from components.grpo.update import policy_update
@@ -120,6 +122,66 @@ def test_mu_iterations_reuse_rollouts_with_stored_old_logprobs(lora_model):
     one = params(num_iterations=1, epsilon_low=0.01, epsilon_high=0.01, beta=0.0).train
     metrics_one = policy_update(model, model, optimizer, None, batch, advantages, one, tok.pad_token_id, DistContext())
     assert metrics_one["clip_ratio_region"] == 0.0, "mu = 1 is on-policy: the ratio is exactly 1"
+
+
+class AlwaysPassReference(Reference):
+    """π_ref = the LoRA-disabled base, its reference pass run even where the policy is π_ref (the
+    computation the first-step shortcut replaces)."""
+
+    def is_policy(self, model) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("mu", [1, 2])
+def test_a_fresh_adapters_update_leaves_the_reference_pass_out_and_is_the_same_update(tiny_model_dir, mu):
+    """A fresh LoRA's B is zero, so the policy computes π_ref exactly: the update reuses the behaviour
+    policy's log-probs as the reference's (mu = 2: the stored ones; the KL is non-zero in the second
+    iteration) and is the update the reference pass gives, with one forward pass fewer per chunk."""
+    seed_everything(0)
+    base, tok = load_base_model(tiny_model_dir)
+    model = attach_lora(base, LoraConfig())
+    assert BASE.is_policy(model)
+    batch, rewards = fixed_batch(tok)
+    cfg = params(beta=0.5, num_iterations=mu, groups_per_step=4).train
+    advantages = grpo_advantage(rewards, batch.index, cfg.advantage)
+    start = copy.deepcopy(model.state_dict())
+    forwards = []
+    model.get_base_model().register_forward_hook(lambda *_: forwards.append(1))
+    results = {}
+    for name, reference in (("pass", AlwaysPassReference()), ("shortcut", BASE)):
+        model.load_state_dict(start)
+        forwards.clear()
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+        metrics = policy_update(model, model, optimizer, None, batch, advantages, cfg, tok.pad_token_id, DistContext(), reference)
+        results[name] = (metrics, lora_state(model), len(forwards))
+    (m_pass, w_pass, f_pass), (m_short, w_short, f_short) = results["pass"], results["shortcut"]
+    assert f_short < f_pass
+    assert m_short["loss"] == pytest.approx(m_pass["loss"], abs=1e-6)
+    assert m_short["kl"] == pytest.approx(m_pass["kl"], abs=1e-7)
+    assert (m_pass["kl"] > 1e-6) == (mu > 1)
+    assert all(torch.allclose(w_short[k], w_pass[k], atol=1e-6) for k in w_pass)
+    assert not BASE.is_policy(model), "after an update B is no longer zero"
+
+
+def test_the_policy_is_the_reference_only_while_the_lora_computes_it_exactly(tiny_model_dir):
+    from peft import get_peft_model_state_dict
+
+    base, _ = load_base_model(tiny_model_dir)
+    model = attach_lora(base, LoraConfig())
+    start = Reference.of("start", get_peft_model_state_dict(model))
+    assert BASE.is_policy(model) and start.is_policy(model)
+    lora_a = next(p for n, p in model.named_parameters() if "lora_A" in n)
+    with torch.no_grad():
+        lora_a.add_(1.0)  # A moves, B still zero: base's function, not the start tensors
+    assert BASE.is_policy(model) and not start.is_policy(model)
+    with torch.no_grad():
+        next(p for n, p in model.named_parameters() if "lora_B" in n)[0, 0] = 1e-3
+    assert not BASE.is_policy(model)
+    with torch.no_grad():
+        lora_a.sub_(1.0)
+        next(p for n, p in model.named_parameters() if "lora_B" in n)[0, 0] = 0.0
+    next(p for n, p in model.named_parameters() if "lora" not in n).requires_grad_(True)
+    assert not BASE.is_policy(model), "another trainable tensor is not known to leave the function unchanged"
 
 
 def test_bf16_training_runs_and_stays_finite(tiny_model_dir, tmp_path):
