@@ -35,13 +35,18 @@ class FairnessConfig(_Section):
     )
     max_questions: int | None = Field(None, ge=1, description="the first N questions of the split (null: all)")
     ages: list[int] | None = Field([60], description="ages to fill in (null: all nine, 20-100); must include the baseline age 60")
-    races: list[str] | None = Field(None, description="races to fill in (null: all five); must include the baseline white")
+    races: list[str] | None = Field(
+        ["white"],
+        description="races to fill in (null: all five); must include the baseline white (the default, one race: 60 prompts a "
+        "model, the quick start's size; the studies' profiles fill in all five)",
+    )
     bbq_items: int | None = Field(
-        400,
+        100,
         ge=1,
         description="BBQ items a model answers: whole sets of four (ambiguous and disambiguated context x negative and "
         "non-negative question), the first of a fixed seeded order that takes BBQ's 50 templates in turn "
-        "(components.fairness_benchmarks.bbq; 400: two sets of each template; null: all 5,656)",
+        "(components.fairness_benchmarks.bbq; 100: 25 templates, the quick start's size; 400: two sets of each template; "
+        "null: all 5,656)",
     )
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
         "float32",
@@ -96,9 +101,11 @@ class EvalConfig(_Section):
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the evaluation (1.0: off)")
     batch_size: int = Field(48, ge=1, description="sequences per generate call of the transformers engine")
     max_consistency_groups: int = Field(
-        24, ge=1, description="held-out consistency groups evaluated, the first N (null: all; the paper profile evaluates all 104)"
+        12, ge=1,
+        description="held-out consistency groups evaluated, the first N (12: the quick start's size, which detects only a large "
+        "change of the gap; the studies' profiles evaluate all 104)",
     )
-    max_diversity_tasks: int = Field(8, ge=0, description="held-out diversity tasks evaluated, the first N (null: all)")
+    max_diversity_tasks: int = Field(4, ge=0, description="held-out diversity tasks evaluated, the first N")
     split: Literal["heldout", "train"] = Field(
         "heldout",
         description="the consistency groups and diversity tasks that judge a model: heldout; train only to calibrate a "

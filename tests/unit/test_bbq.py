@@ -192,10 +192,13 @@ def test_an_altered_data_file_is_refused_naming_file_and_hash(benchmarks_dir, tm
 def test_the_subset_is_fixed_nested_balanced_and_spans_the_templates(table):
     from components.evaluation.bbq import select_items
 
-    chosen = select_items(table, FairnessConfig())
+    chosen = select_items(table, FairnessConfig(bbq_items=400))  # the studies' size: two sets of each template
     assert len(chosen) == 400 and chosen["template"].nunique() == 50
     assert chosen.groupby(["condition", "polarity"]).size().tolist() == [100] * 4
-    assert chosen["item_id"].tolist() == select_items(table, FairnessConfig())["item_id"].tolist()
+    assert chosen["item_id"].tolist() == select_items(table, FairnessConfig(bbq_items=400))["item_id"].tolist()
+    quick = select_items(table, FairnessConfig())  # the default (the quick start's): one set of 25 templates
+    assert len(quick) == 100 and quick["template"].nunique() == 25
+    assert quick.groupby(["condition", "polarity"]).size().tolist() == [25] * 4
     small = select_items(table, FairnessConfig(bbq_items=8))
     assert small["item_id"].tolist() == chosen["item_id"].tolist()[:8]  # a smaller subset is the start of a larger one
     assert len(select_items(table, FairnessConfig(bbq_items=5))) == 8  # whole sets of four
