@@ -74,7 +74,10 @@ def _fields(value: BaseModel, indent: str) -> list[str]:
 
 
 def _field(name: str, info: FieldInfo, value: Any, indent: str) -> list[str]:
-    if info.default == AUTO and value in (resolve_dtype(AUTO), resolve_precision(AUTO)):  # resolved for this machine when read: the file says auto
+    if info.default == AUTO and value in (
+        resolve_dtype(AUTO),
+        resolve_precision(AUTO),
+    ):  # resolved for this machine when read: the file says auto
         value = AUTO
     if isinstance(value, BaseModel):
         description = info.description or _doc(type(value))

@@ -101,7 +101,8 @@ class EvalConfig(_Section):
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the evaluation (1.0: off)")
     batch_size: int = Field(48, ge=1, description="sequences per generate call of the transformers engine")
     max_consistency_groups: int = Field(
-        12, ge=1,
+        12,
+        ge=1,
         description="held-out consistency groups evaluated, the first N (12: the quick start's size, which detects only a large "
         "change of the gap; the studies' profiles evaluate all 104)",
     )

@@ -53,7 +53,6 @@ class Reference:
         finally:
             set_peft_model_state_dict(model, trained)
 
-
     def is_policy(self, model) -> bool:
         """True while `model`'s LoRA computes π_ref exactly: every `lora_B` zero (`base`: a fresh adapter's
         B is initialised to zero, so its delta B·A·x is exactly 0) or the start adapter's tensors unchanged

@@ -323,7 +323,7 @@ GENERATED_FILES = {"README.md": "", "docs/results.md": "../"}  # file (from the 
 
 def readme_blocks(root: Path, links_from: str = "") -> dict[str, list[str]]:
     """Every generated block of one of `GENERATED_FILES`, by marker name."""
-    return {"results": results_lines(root, links_from), "make-run": reference_run_lines(Path(root))}
+    return {"results": results_lines(root, links_from), "make-run": reference_run_lines(Path(root), links_from)}
 
 
 def generated_blocks(root: Path) -> dict[Path, dict[str, list[str]]]:

@@ -1,4 +1,5 @@
-"""The README's reference `make run`, read from the run in git: `data/reports/metrics.json` and `dvc.lock`.
+"""The README's reference `make run`, read from the run in git: `data/reports/metrics.json`, `dvc.lock`
+and the run's committed console log with its wall clock (`results/speed/make_run.txt`).
 
 `dvc.lock` records the params the committed run was trained and registered with; the gate verdict is
 those recorded gates applied to the committed evaluation (`components.release.gate.evaluate_gates`),
@@ -20,6 +21,7 @@ from components.release.gate import evaluate_gates
 
 METRICS = Path("data/reports/metrics.json")
 LOCK = Path("dvc.lock")
+TIMING = Path("results/speed/make_run.txt")  # `make run`'s console summary and /usr/bin/time's report, one run
 WIDTH = 100  # the README's prose width
 PAPER_WEIGHTS = {"entropy_helpfulness", "stability"}  # the paper's reward: a·H_norm + b·F_norm
 
@@ -49,9 +51,30 @@ def _refusal(reason: str) -> str:
     return f"`{name}` ({(found[0] if found else rest.split(' (', 1)[0]).replace('-', '−')})"
 
 
-def reference_run_lines(root: Path) -> list[str]:
-    """The generated lines of the README's "What `make run` shows": what the run in git was trained
-    with, its gap, and the verdict its recorded gates give (`dvc.lock`'s register params)."""
+def _found(pattern: str, text: str) -> re.Match:
+    found = re.search(pattern, text, re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{TIMING}: no line matches {pattern!r}")
+    return found
+
+
+def timing_sentence(root: Path, links_from: str = "") -> str:
+    """How long the committed `make run` took after installation, and its training and evaluation."""
+    log = (Path(root) / TIMING).read_text()
+    machine = _found(r"^# [\d-]+, ([^;]+);", log)[1]
+    hours, minutes, seconds = _found(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", log).groups()
+    wall = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+    train = _found(r"^\s*train: .* in (\d+) s;", log)[1]
+    evaluate = _found(r"^\s*time: engine start .*\(of (\d+) s\)", log)[1]
+    return (
+        f"`make run` after installation took {int(wall // 60)} min {round(wall % 60)} s on a {machine} (training {train} s, "
+        f"evaluation {evaluate} s; [log]({links_from}{TIMING}))."
+    )
+
+
+def reference_run_lines(root: Path, links_from: str = "") -> list[str]:
+    """The generated lines of the README's "What `make run` shows": how long the run in git took, what
+    it was trained with, its gap, and the verdict its recorded gates give (`dvc.lock`'s register params)."""
     root = Path(root)
     lock = yaml.safe_load((root / LOCK).read_text())
     metrics = json.loads((root / METRICS).read_text())
@@ -60,8 +83,8 @@ def reference_run_lines(root: Path) -> list[str]:
     decision = evaluate_gates(metrics, GateConfig(**_stage_params(lock, "register")["gate"]))
     verdict = "pass them all" if decision.passed else f"refuse it: {', '.join(_refusal(r) for r in decision.reasons())}"
     sentence = (
-        f"The reference run in git (`data/reports/`, `dvc.lock`) was trained with {objective(_stage_params(lock, 'train'))}, "
-        f"the previous defaults; on its {c['n_groups']} held-out groups the gap went "
+        f"{timing_sentence(root, links_from)} The reference run in git (`data/reports/`, `dvc.lock`) was trained with "
+        f"{objective(_stage_params(lock, 'train'))}; on its {c['n_groups']} held-out groups the gap went "
         f"{number(c['base_mean_gap'])} → {number(c['tuned_mean_gap'])} ({_change(gap)}) and the gates `dvc.lock` records {verdict}."
     )
     return textwrap.wrap(sentence, WIDTH, break_on_hyphens=False)

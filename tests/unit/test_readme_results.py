@@ -13,7 +13,7 @@ import pytest
 
 from components.study import headlines
 from components.study.readme_blocks import read_block, replace_block, stale_blocks, write_blocks
-from components.study.reference_run import objective
+from components.study.reference_run import TIMING, objective, timing_sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -160,3 +160,23 @@ def test_the_reference_run_names_the_paper_reward_and_any_other_objective():
     paired = {"reward": {"weights": {"entropy_helpfulness": 0.4, "stability": 0.6, "instruction_compliance": 0.6}},
               "train": {"decision_pairing": {"weight": 0.25}}}  # fmt: skip
     assert objective(paired) == "the reward entropy_helpfulness 0.4, stability 0.6, instruction_compliance 0.6 with the pairing term λ 0.25"
+
+
+def test_the_quick_start_time_is_read_from_the_committed_log_of_one_make_run(tmp_path):
+    log = tmp_path / TIMING
+    log.parent.mkdir(parents=True)
+    lines = [
+        "# cd <fresh clone> && /usr/bin/time -v make run",
+        "# 2026-11-29, 2-core CPU with AVX512-BF16; nothing else running",
+        "  train: 4 steps, 120 samples in 184 s; final reward 1.455, KL 0.0089",
+        "    time: engine start 7 %, sampling 52 % (of 267 s)",
+        "\tElapsed (wall clock) time (h:mm:ss or m:ss): 9:10.31",
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    assert timing_sentence(tmp_path, "../") == (
+        "`make run` after installation took 9 min 10 s on a 2-core CPU with AVX512-BF16 (training 184 s, evaluation 267 s; "
+        "[log](../results/speed/make_run.txt))."
+    )
+    log.write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(ValueError, match="make_run.txt: no line matches"):
+        timing_sentence(tmp_path)
