@@ -41,8 +41,11 @@ def test_the_split_is_fixed_disjoint_and_recorded(data):
     assert split["heldout"] == list(heldout) and sorted(split["train"] + split["heldout"]) == list(de.QUESTION_IDS)
     table = BENCHMARKS[de.NAME].load(data)
     chosen = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig())
-    assert set(chosen["question_id"]) == set(heldout) and len(chosen) == 20 * 3 * 5  # age 60 only by default
-    train = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig(split="train", ages=None))
+    assert set(chosen["question_id"]) == set(heldout) and len(chosen) == 20 * 3  # age 60 and race white by default
+    assert set(chosen["race"]) == {"white"}
+    every_race = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig(races=None))
+    assert set(every_race["question_id"]) == set(heldout) and len(every_race) == 20 * 3 * 5  # the studies' profiles
+    train = select_prompts(BENCHMARKS[de.NAME], table, FairnessConfig(split="train", ages=None, races=None))
     assert not set(train["question_id"]) & set(heldout) and len(train) == 50 * 135
 
 
