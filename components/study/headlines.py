@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ import pandas as pd
 
 from components.formatting import number, p_value, percent, signed, span, typographic
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
-from components.study.reference_run import reference_run_lines
+from components.study.reference_run import log_groups, reference_run_lines
 
 RESULTS = Path("results")
 EXPLORATORY = "exploratory"
@@ -274,10 +273,7 @@ SPEED_LOG = "eval_first_calls.txt"
 
 
 def _find(pattern: str, text: str) -> tuple[str, ...]:
-    found = re.search(pattern, text)
-    if found is None:
-        raise ValueError(f"{SPEED_LOG}: no line matches {pattern!r}")
-    return found.groups()
+    return log_groups(SPEED_LOG, pattern, text)
 
 
 def speed(root: Path) -> Headline:

@@ -51,21 +51,23 @@ def _refusal(reason: str) -> str:
     return f"`{name}` ({(found[0] if found else rest.split(' (', 1)[0]).replace('-', '−')})"
 
 
-def _found(pattern: str, text: str) -> re.Match:
+def log_groups(log_name: str | Path, pattern: str, text: str) -> tuple[str, ...]:
+    """The groups of `pattern`'s first match in a committed log's `text` (`^` at any line); a ValueError
+    naming the log and the pattern when no line matches."""
     found = re.search(pattern, text, re.MULTILINE)
     if found is None:
-        raise ValueError(f"{TIMING}: no line matches {pattern!r}")
-    return found
+        raise ValueError(f"{log_name}: no line matches {pattern!r}")
+    return found.groups()
 
 
 def timing_sentence(root: Path, links_from: str = "") -> str:
     """How long the committed `make run` took after installation, and its training and evaluation."""
     log = (Path(root) / TIMING).read_text()
-    machine = _found(r"^# [\d-]+, ([^;]+);", log)[1]
-    hours, minutes, seconds = _found(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", log).groups()
+    (machine,) = log_groups(TIMING, r"^# [\d-]+, ([^;]+);", log)
+    hours, minutes, seconds = log_groups(TIMING, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", log)
     wall = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
-    train = _found(r"^\s*train: .* in (\d+) s;", log)[1]
-    evaluate = _found(r"^\s*time: engine start .*\(of (\d+) s\)", log)[1]
+    (train,) = log_groups(TIMING, r"^\s*train: .* in (\d+) s;", log)
+    (evaluate,) = log_groups(TIMING, r"^\s*time: engine start .*\(of (\d+) s\)", log)
     return (
         f"`make run` after installation took {int(wall // 60)} min {round(wall % 60)} s on a {machine} (training {train} s, "
         f"evaluation {evaluate} s; [log]({links_from}{TIMING}))."
