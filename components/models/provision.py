@@ -19,9 +19,11 @@ the file, and `groupwise prepare-model` rebuilds it from its source.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,6 +66,36 @@ def gguf_location(cfg: ModelConfig) -> tuple[Path, str]:
     if not (folder / cfg.gguf_file).is_file():
         raise ModelProvisionError(f"{folder / cfg.gguf_file}: GGUF file not found")
     return folder, cfg.gguf_file
+
+
+@contextmanager
+def gguf_read_once() -> Iterator[None]:
+    """Within the block, one gguf-py reader per GGUF file and one tensor-name map per architecture.
+
+    Why: transformers reads the whole GGUF metadata (SmolLM2's 49,152-token vocabulary, ~5 s with
+    gguf-py's memory-mapped reader on a 2-core CPU) once for the config, once for the tokenizer and
+    once for the weights, and builds gguf's tensor-name map again for each of the ~400 modules it
+    maps; the same file and architecture give the same reader and map, so each is made once. The
+    converted weights are byte for byte those of three separate reads (the known SHA-256 of the
+    embedded model is a test). Both names are looked up by transformers when it is called, so the
+    block patches gguf's module and puts the originals back on exit.
+    """
+    import gguf
+
+    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], object] = {}
+
+    def reader(path, mode="r"):
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = real_reader(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(maxsize=None)(real_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
 
 
 def _load_gguf_tokenizer(cfg: ModelConfig):
@@ -274,11 +306,12 @@ def prepare_base_model(
     if cfg.source == "hf":
         model, tokenizer, _ = _load_hf(hf_folder)
     else:
-        tokenizer = _load_gguf_tokenizer(cfg)
-        if cfg.source == "gguf":
-            model = _build_gguf_model(cfg)
-        else:
-            model = _build_tiny_model(cfg, vocab_size=len(tokenizer), seed=seed)
+        with gguf_read_once():
+            tokenizer = _load_gguf_tokenizer(cfg)
+            if cfg.source == "gguf":
+                model = _build_gguf_model(cfg)
+            else:
+                model = _build_tiny_model(cfg, vocab_size=len(tokenizer), seed=seed)
     if lora_targets is not None:
         check_lora_targets(model, lora_targets, f"model ({cfg.source} {origin or name})")
     model = model.to(getattr(torch, _DTYPES[cfg.dtype]))

@@ -106,16 +106,48 @@ def test_lora_adapter_changes_outputs_and_base_is_restored(vllm_engine, checkpoi
     assert texts(vllm_engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
 
 
-def test_merged_adapter_is_served_by_its_own_engine_from_plain_weights(vllm_engine, checkpoint, tmp_path):
-    from components.grpo.checkpoint import ADAPTER_DIR
+def outputs_of(rows):
+    return [[(s.completion_ids, s.logprobs) for s in row] for row in rows]
 
-    adapter = (checkpoint / ADAPTER_DIR).resolve()
-    vllm_engine.generate(PROMPTS[:1], SAMPLING, adapter)
-    merged = vllm_engine._merged[adapter]
-    assert (merged / "config.json").is_file() and (merged / "model.safetensors").is_file()
-    assert not (merged / "adapter_config.json").exists()  # plain weights: no LoRA at serving time
-    with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
-        vllm_engine.generate(PROMPTS[:1], SAMPLING, tmp_path)
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_merged_adapter_swapped_in_place_serves_what_an_engine_on_the_merged_weights_serves(
+    dtype, vllm_engine, smollm2_base_dir, checkpoint, tmp_path
+):
+    """adapter_mode merged (CPU): the adapter's merged weights are loaded into the running engine,
+    and the base's back after; token for token and log-prob for log-prob what an engine started on
+    the merged folder (peft merge_and_unload, the former way) samples and scores, in the sampling
+    dtype (bf16) and the decision benchmarks' (fp32)."""
+    import shutil
+
+    from components.generation.interface import ChoicePrompt
+    from components.grpo.checkpoint import ADAPTER_DIR
+    from components.models.lora import merge_adapter
+
+    adapter = checkpoint / ADAPTER_DIR
+    merged = merge_adapter(smollm2_base_dir, adapter, tmp_path / "merged", dtype)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (smollm2_base_dir / name).is_file():
+            shutil.copy(smollm2_base_dir / name, merged / name)
+    config = VllmConfig(kv_cache_gb=1, max_model_len=512, max_num_seqs=64)
+    swapping = vllm_engine if dtype == "float32" else VllmEngine(smollm2_base_dir, config, dtype, 0)
+    on_merged = VllmEngine(merged, config, dtype, 0)
+    choices = [ChoicePrompt(p, "Answer:") for p in PROMPTS]
+    ids = swapping.tokenizer([" yes", " no"], add_special_tokens=False).input_ids
+    ids = [row[0] for row in ids]
+    try:
+        base = outputs_of(swapping.generate(PROMPTS, SAMPLING))
+        tuned = outputs_of(swapping.generate(PROMPTS, SAMPLING, adapter))
+        tuned_choices = swapping.choice_logprobs(choices, ids, adapter)
+        assert tuned == outputs_of(on_merged.generate(PROMPTS, SAMPLING)) and tuned != base
+        assert tuned_choices == on_merged.choice_logprobs(choices, ids)
+        assert outputs_of(swapping.generate(PROMPTS, SAMPLING)) == base  # the base's own weights back, exactly
+        with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
+            swapping.generate(PROMPTS[:1], SAMPLING, tmp_path)
+    finally:
+        on_merged.close()
+        if swapping is not vllm_engine:
+            swapping.close()
 
 
 def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, checkpoint, tmp_path, capfd):
@@ -134,7 +166,7 @@ def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, ch
     try:
         base = texts(engine.generate(PROMPTS, SAMPLING))
         tuned = texts(engine.generate(PROMPTS, SAMPLING, checkpoint / ADAPTER_DIR))
-        assert tuned != base and not engine._merged
+        assert tuned != base and engine._serving is None  # nothing swapped: the adapter is a LoRA request
         assert texts(engine.generate(PROMPTS, SAMPLING)) == base  # no adapter left active
         assert texts(engine.generate(PROMPTS[:1], SAMPLING)) == base[:1]  # per-sample seeds: batch-independent
         assert "Processed prompts" not in capfd.readouterr().err  # the engine was spawned under capfd: its stderr is here
@@ -150,7 +182,7 @@ def test_lora_mode_serves_the_adapter_through_lora_requests(smollm2_base_dir, ch
         with pytest.raises(ValueError, match=r"rank 64 exceeds eval.vllm.max_lora_rank = 16"):
             engine.generate(PROMPTS[:1], SAMPLING, adapter)
         # an engine process that dies is reported as such, not waited on
-        engine._llms[None]._process.kill()
+        engine._llm._process.kill()
         with pytest.raises(EngineProcessError, match=r"vLLM engine process died \(exit code -9\)"):
             engine.generate(PROMPTS[:1], SAMPLING)
     finally:

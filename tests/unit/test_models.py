@@ -9,14 +9,47 @@ from components.models.provision import (
     PROVENANCE_FILE,
     ModelProvisionError,
     gguf_location,
+    gguf_read_once,
     load_base_model,
     prepare_base_model,
 )
+
+# SHA-256 of model.safetensors converted from the embedded SmolLM2-135M-Instruct.Q4_1.gguf (fp32): the
+# base model every committed checkpoint, study arm and registered version was trained on
+EMBEDDED_WEIGHTS_SHA256 = "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd"
 
 
 def test_gguf_ships_in_the_installed_wheel():
     folder, name = gguf_location(ModelConfig())
     assert (folder / name).stat().st_size > 50_000_000
+
+
+def test_the_embedded_model_converts_to_the_weights_every_saved_adapter_was_trained_on(smollm2_base_dir):
+    """The conversion reads the GGUF once (`gguf_read_once`) and still writes the same bytes."""
+    provenance = json.loads((smollm2_base_dir / PROVENANCE_FILE).read_text())
+    assert provenance["weights_sha256"] == file_sha256(smollm2_base_dir / "model.safetensors") == EMBEDDED_WEIGHTS_SHA256
+
+
+def test_gguf_read_once_makes_one_reader_per_file_and_puts_gguf_back(monkeypatch, tmp_path):
+    import gguf
+
+    made = []
+
+    def counting_reader(path, mode="r"):
+        made.append((path, mode))
+        return object()
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    real_map = gguf.get_tensor_name_map
+    with gguf_read_once():
+        from gguf import GGUFReader  # as transformers imports it, when called
+
+        first, again = GGUFReader(tmp_path / "a.gguf"), gguf.GGUFReader(str(tmp_path / "a.gguf"))
+        other = GGUFReader(tmp_path / "b.gguf")
+        assert first is again and other is not first and len(made) == 2
+        arch = next(iter(gguf.MODEL_ARCH_NAMES))
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+    assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is real_map
 
 
 def test_missing_package_is_a_clear_error():
