@@ -49,6 +49,7 @@ from components.generation.engines import (
     GenerationEngine,
     Sample,
     open_engine,
+    open_engines,
 )
 from components.generation.sampling import SamplingConfig
 from components.models.provision import verified_base_model
@@ -132,11 +133,16 @@ def score_fairness(engine: GenerationEngine, params: Params, adapter: Path | Non
 
 
 def score_fairness_on_own_engine(
-    params: Params, base_model_dir: Path, adapter: Path | None, weights_sha256: str | None = None
+    params: Params,
+    base_model_dir: Path,
+    adapter: Path | None,
+    weights_sha256: str | None = None,
+    opened: tuple[GenerationEngine, EngineChoice] | None = None,
 ) -> tuple[list, BbqAnswers | None]:
     """`score_fairness` on an engine of its own in `eval.fairness.dtype` (the engine kind of
-    `eval.engine`, its fallback rule included); `weights_sha256` keys the base's kept outputs."""
-    engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
+    `eval.engine`, its fallback rule included; `opened`: one started already, closed here too);
+    `weights_sha256` keys the base's kept outputs."""
+    engine, choice = opened or open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
     try:
         return score_fairness(engine, params, adapter, cached_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype))
     finally:
@@ -171,10 +177,14 @@ def evaluate_models(
     sampling = sampling_config(params)
     tuned_sampling = candidate_sampling(params)
     weights_sha256 = base_weights_sha256(params, base_model_dir)  # before an engine starts: a changed base fails first
+    decide = decide and bool(params.eval.fairness.benchmarks)
+    own_decisions = decide and params.eval.fairness.dtype != params.eval.dtype  # read on an engine of their own
+    decision_engine = None
     started = time.perf_counter()
-    if engine is None:
-        engine, choice = open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.dtype, params.seed)
-        owned = True
+    if engine is None:  # the decisions' engine starts beside the sampling engine, and waits
+        dtypes = [params.eval.dtype, params.eval.fairness.dtype] if own_decisions else [params.eval.dtype]
+        (engine, choice), *others = open_engines(params.eval.engine, base_model_dir, params.eval, dtypes, params.seed)
+        decision_engine, owned = (others[0] if others else None), True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
     engine_start = time.perf_counter() - started
@@ -195,14 +205,16 @@ def evaluate_models(
             base_out, was_kept = kept.samples(prompts, sampling, sample_base)
             base_stats = reused if was_kept else timed["stats"]
         tuned_out, tuned_stats = _timed(engine, prompts, tuned_sampling, adapter)
-        decide = decide and bool(params.eval.fairness.benchmarks)
-        same_dtype = params.eval.fairness.dtype == params.eval.dtype
-        decisions, bbq = score_fairness(engine, params, adapter, kept) if decide and same_dtype else ([], None)
+        decisions, bbq = score_fairness(engine, params, adapter, kept) if decide and not own_decisions else ([], None)
+    except BaseException:
+        if decision_engine is not None:
+            decision_engine[0].close()
+        raise
     finally:
         if owned:
             engine.close()
-    if decide and not same_dtype:  # after the sampling engine is closed: one engine at a time
-        decisions, bbq = score_fairness_on_own_engine(params, base_model_dir, adapter, weights_sha256)
+    if own_decisions:  # after the sampling engine is closed
+        decisions, bbq = score_fairness_on_own_engine(params, base_model_dir, adapter, weights_sha256, decision_engine)
 
     samples = samples_frame(selected, base_out, tuned_out)
     started = time.perf_counter()
