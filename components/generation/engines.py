@@ -110,6 +110,8 @@ def open_engines(
     """
     import torch
 
+    if len(dtypes) == 1:
+        return [open_engine(name, model_dir, cfg, dtypes[0], seed)]
     workers = 1 if torch.cuda.is_available() else len(dtypes)
     with ThreadPoolExecutor(workers, thread_name_prefix="engine-start") as pool:
         futures = [pool.submit(open_engine, name, model_dir, cfg, dtype, seed) for dtype in dtypes]
