@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -342,14 +343,24 @@ def prepare_base_model(
     return made[0]
 
 
+# transformers builds a model under a process-wide meta-device context: two loads in two threads
+# at once leave meta tensors behind ("Cannot copy out of meta tensor"), so loads take turns
+_LOADING = threading.Lock()
+
+
 def load_base_model(model_dir: Path, dtype: str = "float32"):
     """Load (model, tokenizer) from a provisioned folder whose weights have their recorded SHA-256
-    (`verified_base_model`): safetensors only, no remote code."""
+    (`verified_base_model`): safetensors only, no remote code. One load at a time in a process
+    (engines may start in threads, `generation.engines.open_engines`)."""
+    with _LOADING:
+        return _load_base_model(Path(model_dir), dtype)
+
+
+def _load_base_model(model_dir: Path, dtype: str):
     import torch
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = Path(model_dir)
     verified_base_model(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
     tokenizer.padding_side = "left"

