@@ -69,6 +69,16 @@ def _bbq(metrics: dict, score: str) -> float | None:
     return ((metrics.get("bbq") or {}).get(score) or {}).get("delta")
 
 
+TRUNCATED = "truncated_share"  # per group: the share of its samples that reached max_new_tokens
+
+
+def _truncation(part: pd.DataFrame, name: str) -> dict[str, float]:
+    """Mean share of samples cut at the token limit, base and tuned, over one part's groups (descriptive)."""
+    if part.empty or f"base_{TRUNCATED}" not in part:
+        return {}
+    return {f"{name}_base_truncated": _mean(part, f"base_{TRUNCATED}"), f"{name}_tuned_truncated": _mean(part, f"tuned_{TRUNCATED}")}
+
+
 def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes: dict[str, str]) -> dict[str, float | None]:
     """Every per-seed figure of the plan from one arm's per-group table and metrics.json."""
     main = groups[groups["domain"].isin(primary)]
@@ -88,6 +98,8 @@ def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes
         "bbq_ambiguous_bias_change": _bbq(metrics, "ambig_bias"),
         "bbq_disambiguated_accuracy_change": _bbq(metrics, "disambig_accuracy"),
     }
+    figures.update(_truncation(main, "primary"))
+    figures.update(_truncation(groups[groups["domain"].isin(probes.values())], "probes"))
     for name, domain in probes.items():
         probe = groups[groups["domain"] == domain]
         if probe.empty:
@@ -190,6 +202,35 @@ def _base_to_tuned(entry: ArmSeeds, probe: str, column: str, digits: int) -> str
     return MISSING if base is None or tuned is None else f"{number(base, digits)} → {number(tuned, digits)}"
 
 
+def _seeds(entry: ArmSeeds) -> str:
+    return f"{len(entry.seeds)} seed{'' if len(entry.seeds) == 1 else 's'}"
+
+
+def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
+    """Descriptive: how many answers the ≤ 512-token limit cut, on the primary groups and the probes apart.
+
+    The evaluator marks an arm's metrics.json INVALID when more than 5 % of all its samples are cut; the
+    probes' open-ended instruction is where the base model runs long, so the share is given per part."""
+    rows = []
+    for family, entry in results.items():
+        cells = [_base_to_tuned_share(entry, part) for part in ("primary", "probes")]
+        if any(cell != MISSING for cell in cells):
+            rows.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", "## Answers cut at the token limit (descriptive): base → tuned, seed-level means", "",
+            "Share of samples that reached the plan's 512 new tokens. An arm's metrics.json marks its evaluation "
+            "INVALID when more than 5 % of all its samples (primary groups and probes together) are cut; the "
+            "table gives the two parts apart. A cut answer's words are bounded by the limit, so word counts "
+            "where many answers are cut understate the model's length.", "",
+            "| arm | primary groups | instruction probes |", "|---|---|---|", *rows]  # fmt: skip
+
+
+def _base_to_tuned_share(entry: ArmSeeds, part: str) -> str:
+    base, tuned = seed_level(entry, f"{part}_base_truncated")["mean"], seed_level(entry, f"{part}_tuned_truncated")["mean"]
+    return MISSING if base is None or tuned is None else f"{percent(base, 1)} → {percent(tuned, 1)}"
+
+
 def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
     planned = record["seeds"]
     lines = ["# Confirmation of the paired-consistency objective", ""]
@@ -240,7 +281,8 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
               "|---|---|---|---|---|---|"]  # fmt: skip
     for family, entry in results.items():
         cells = [_base_to_tuned(entry, name, column, digits) for name, column, digits in PROBE_CELLS]
-        lines.append(f"| {family} ({len(entry.seeds)} seeds) | " + " | ".join(cells) + " |")
+        lines.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
+    lines += _truncation_lines(results)
     if RECIPE in results and PAPER in results:
         lines += [
             "",

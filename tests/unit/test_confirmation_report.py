@@ -20,9 +20,10 @@ def _arm(folder, seed: int, reduction: float, compliance_drop: float = 0.0, fema
         "group_id": [f"g{i}" for i in range(n)], "domain": [PRIMARY[i % 2] for i in range(n)],
         "base_gap": base, "tuned_gap": base * (1 - reduction) + rng.normal(0, 0.01, n),
         "base_compliance": 0.7, "tuned_compliance": 0.7 - compliance_drop, "base_words": 60.0, "tuned_words": 55.0,
-        "base_helpfulness": 0.88, "tuned_helpfulness": 0.9,
+        "base_helpfulness": 0.88, "tuned_helpfulness": 0.9, "base_truncated_share": 0.02, "tuned_truncated_share": 0.0,
     })  # fmt: skip
-    probe = rows.iloc[:4].assign(domain="travel-words40", group_id=lambda f: "p" + f["group_id"])
+    probe = rows.iloc[:4].assign(domain="travel-words40", group_id=lambda f: "p" + f["group_id"],
+                                 base_truncated_share=0.25, tuned_truncated_share=0.1)  # fmt: skip
     folder.mkdir(parents=True)
     pd.concat([rows, probe]).to_csv(folder / "per_group_consistency.csv", index=False)
     jitter = rng.normal(0, 2e-4)  # seeds never agree to the last digit
@@ -85,3 +86,20 @@ def test_seed_figures_read_the_primary_domains_only():
     assert figures["gap_reduction"] == pytest.approx(0.5) and figures["words_change"] == pytest.approx(0.2)
     assert figures["open_base_gap"] == 5.0 and figures["discrim_female_change"] is None
     assert {t.name for t in TARGETS} <= set(figures)
+
+
+def test_cut_answers_are_reported_per_part_not_pooled(tmp_path):
+    """The INVALID flag pools every sample; the report gives the primary groups and the probes apart."""
+    _, report = _study(tmp_path, [0.45, 0.5])
+    assert "| paired-consistency (2 seeds) | 2.0 % → 0.0 % | 25.0 % → 10.0 % |" in report
+    assert "| paper (1 seed) | 2.0 % → 0.0 % | 25.0 % → 10.0 % |" in report
+
+
+def test_seed_figures_give_the_cut_share_of_each_part():
+    groups = pd.DataFrame({"domain": ["housing", "housing", "travel-open"], "base_gap": [0.2, 0.2, 5.0], "tuned_gap": [0.1, 0.1, 5.0],
+                           "base_compliance": 1.0, "tuned_compliance": 1.0, "base_words": 10, "tuned_words": 12,
+                           "base_helpfulness": 0.5, "tuned_helpfulness": 0.6,
+                           "base_truncated_share": [0.0, 0.1, 0.5], "tuned_truncated_share": [0.0, 0.0, 0.2]})  # fmt: skip
+    figures = seed_figures(groups, {}, ["housing"], {"open": "travel-open"})
+    assert figures["primary_base_truncated"] == pytest.approx(0.05) and figures["primary_tuned_truncated"] == 0.0
+    assert figures["probes_base_truncated"] == 0.5 and figures["probes_tuned_truncated"] == pytest.approx(0.2)
