@@ -128,9 +128,22 @@ def confirmation(root: Path) -> Headline:
     text = (
         f"confirmation of the default objective on {where}: gap reduction {percent(primary['mean'])} "
         f"[{percent(primary['ci_low'])}, {percent(primary['ci_high'])}] over {primary['n']} seeds, p {p_value(primary['p_value'])}"
-        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; failed: {', '.join(failed)}" if failed else _targets_held(verdict.get("targets") or {}))
     )
     return Headline(verdict["status"], text, "results/confirmation/report.md")
+
+
+def _targets_held(targets: dict) -> str:
+    """ "; every secondary target held (compliance …, words …, DiscrimEval female − male …)", seed-level means."""
+    try:
+        shown = [
+            f"compliance {signed(targets['compliance_change']['mean'], 2)}",
+            f"words {typographic(percent(targets['words_change']['mean'], signed=True))}",
+            f"DiscrimEval female − male {typographic(signed(targets['discrim_female_change']['mean']))} logit",
+        ]
+    except KeyError:
+        return "; every secondary target held"
+    return f"; every secondary target held ({', '.join(shown)})"
 
 
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------

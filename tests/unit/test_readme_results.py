@@ -132,6 +132,13 @@ def test_the_confirmation_is_running_until_its_verdict_and_then_says_it(tmp_path
     done = headlines.confirmation(tmp_path)
     assert done.label == "confirmed" and done.link.endswith("report.md")
     assert "gap reduction 41 % [27 %, 55 %] over 5 seeds, p 3.0e-04" in done.text and "failed" not in done.text
+    assert done.text.endswith("; every secondary target held")  # an older verdict without its targets
+    targets = {"compliance_change": {"mean": 0.188}, "words_change": {"mean": -0.079}, "discrim_female_change": {"mean": -0.0391}}
+    (folder / "verdict.json").write_text(json.dumps({"status": "confirmed", "seeds_done": 5, "primary": primary, "failed": [],
+                                                     "targets": targets}))  # fmt: skip
+    assert "; every secondary target held (compliance +0.19, words −8 %, DiscrimEval female − male −0.039 logit)" in (
+        headlines.confirmation(tmp_path).text
+    )
     (folder / "verdict.json").write_text(json.dumps({"status": "not confirmed", "seeds_done": 5, "primary": primary,
                                                      "failed": ["words_change"]}))  # fmt: skip
     refused = headlines.confirmation(tmp_path)
