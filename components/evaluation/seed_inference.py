@@ -102,6 +102,21 @@ def seed_level_test(per_seed_values: Sequence[float], level: float = 0.95) -> Se
     return SeedLevelTest(mean, mean - half, mean + half, _finite(stats.ttest_1samp(m, 0.0).pvalue), n)
 
 
+def welch_test(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> SeedLevelTest:
+    """Two methods' per-seed values compared over seeds: mean(a) − mean(b) with Welch's t-interval and
+    p (unequal variances, Welch–Satterthwaite df; `scipy.stats.ttest_ind(equal_var=False)`); n = seeds
+    of both. None where a side has < 2 seeds or neither side varies."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0 or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"Welch test needs finite per-seed values on both sides, got {list(a)} and {list(b)}")
+    n, diff = int(x.size + y.size), float(x.mean() - y.mean())
+    if x.size < 2 or y.size < 2 or (np.ptp(x) <= 0 and np.ptp(y) <= 0):
+        return SeedLevelTest(diff, None, None, None, n)
+    result = stats.ttest_ind(x, y, equal_var=False)
+    interval = result.confidence_interval(level)
+    return SeedLevelTest(diff, _finite(interval.low), _finite(interval.high), _finite(result.pvalue), n)
+
+
 def _unusable(n_obs: int, n_seeds: int, n_groups: int | None, note: str, **fit) -> MixedModelTest:
     empty = dict(estimate=None, se=None, seed_var=None, group_var=None, residual_var=None, converged=False)
     return MixedModelTest(**{**empty, **fit}, ci_low=None, ci_high=None, p_value=None, p_value_wald=None,

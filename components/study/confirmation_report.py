@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
-from components.evaluation.seed_inference import mixed_model_test, seed_level_test
+from components.contracts.summary import read_summary
+from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
+from components.evaluation.statistics import paired_test
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
 from components.study.layout import StudyLayout
+from components.study.report import default_gate_verdicts
 
 RECORD_FILE = "preregistration.json"
 VERDICT_FILE = "verdict.json"
@@ -88,6 +91,7 @@ def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes
         "base_gap": base_gap,
         "tuned_gap": tuned_gap,
         "gap_reduction": 1 - tuned_gap / base_gap,
+        "gap_p_value": paired_test(main["base_gap"].astype(float), main["tuned_gap"].astype(float)).p_value,
         "compliance_change": _mean(main, "tuned_compliance") - _mean(main, "base_compliance"),
         "base_compliance": _mean(main, "base_compliance"),
         "tuned_compliance": _mean(main, "tuned_compliance"),
@@ -99,6 +103,13 @@ def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes
         "bbq_disambiguated_accuracy_change": _bbq(metrics, "disambig_accuracy"),
     }
     figures.update(_truncation(main, "primary"))
+    for domain in primary:
+        part = main[main["domain"] == domain]
+        if not part.empty:
+            figures[f"domain_{domain}_base_gap"], figures[f"domain_{domain}_tuned_gap"] = _mean(part, "base_gap"), _mean(part, "tuned_gap")
+    if "base_length_controlled_gap" in main:
+        figures["primary_base_lc_gap"] = _mean(main, "base_length_controlled_gap")
+        figures["primary_tuned_lc_gap"] = _mean(main, "tuned_length_controlled_gap")
     figures.update(_truncation(groups[groups["domain"].isin(probes.values())], "probes"))
     for name, domain in probes.items():
         probe = groups[groups["domain"] == domain]
@@ -118,6 +129,8 @@ class ArmSeeds:
     family: str
     seeds: dict[str, dict[str, float | None]]  # arm name -> figures
     differences: pd.DataFrame  # primary groups: seed, group_id, d = tuned_gap − base_gap
+    gates: dict[str, str] = field(default_factory=dict)  # arm name -> the default gate table's verdict
+    bbq_base: dict[str, dict] = field(default_factory=dict)  # arm name -> metrics.json bbq.disambig_accuracy
 
 
 def collect(study: StudyLayout, arms: dict[str, str], primary: list[str]) -> dict[str, ArmSeeds]:
@@ -131,6 +144,9 @@ def collect(study: StudyLayout, arms: dict[str, str], primary: list[str]) -> dic
         metrics = json.loads((folder / "metrics.json").read_text())
         entry = out.setdefault(family, ArmSeeds(family, {}, pd.DataFrame(columns=["seed", "group_id", "d"])))
         entry.seeds[name] = seed_figures(groups, metrics, primary, PROBES)
+        entry.gates[name] = default_gate_verdicts(read_summary(folder / "metrics.json"))["gate_all"]
+        if (metrics.get("bbq") or {}).get("disambig_accuracy"):
+            entry.bbq_base[name] = metrics["bbq"]["disambig_accuracy"] | {"chance": metrics["bbq"].get("chance_accuracy")}
         main = groups[groups["domain"].isin(primary)]
         rows = pd.DataFrame({"seed": name, "group_id": main["group_id"], "d": main["tuned_gap"] - main["base_gap"]})
         entry.differences = pd.concat([entry.differences, rows], ignore_index=True) if len(entry.differences) else rows
@@ -183,6 +199,7 @@ def _estimate(stat: dict, show: Callable[[float | None], str] = signed) -> str:
 PER_SEED: list[tuple[str, str, Callable[[dict], str]]] = [
     ("gap base → tuned", "gap", lambda f: f"{number(f['base_gap'])} → {number(f['tuned_gap'])}"),
     ("R", "gap_reduction", lambda f: percent(f["gap_reduction"], signed=True)),
+    ("p (paired t, groups)", "gap_p_value", lambda f: p_value(f["gap_p_value"])),
     ("compliance base → tuned", "compliance", lambda f: f"{number(f['base_compliance'], 2)} → {number(f['tuned_compliance'], 2)}"),
     ("words", "words_change", lambda f: percent(f["words_change"], signed=True)),
     ("H_norm", "helpfulness_change", lambda f: signed(f["helpfulness_change"])),
@@ -221,7 +238,7 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
     return ["", "## Answers cut at the token limit (descriptive): base → tuned, seed-level means", "",
             "Share of samples that reached the plan's 512 new tokens. An arm's metrics.json marks its evaluation "
             "INVALID when more than 5 % of all its samples (primary groups and probes together) are cut; the "
-            "table gives the two parts apart. A cut answer's words are bounded by the limit, so word counts "
+            "table gives the two parts apart (the default gates' `truncation` reads the pooled share). A cut answer's words are bounded by the limit, so word counts "
             "where many answers are cut understate the model's length.", "",
             "| arm | primary groups | instruction probes |", "|---|---|---|", *rows]  # fmt: skip
 
@@ -229,6 +246,52 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
 def _base_to_tuned_share(entry: ArmSeeds, part: str) -> str:
     base, tuned = seed_level(entry, f"{part}_base_truncated")["mean"], seed_level(entry, f"{part}_tuned_truncated")["mean"]
     return MISSING if base is None or tuned is None else f"{percent(base, 1)} → {percent(tuned, 1)}"
+
+
+def _values(entry: ArmSeeds, figure: str) -> list[float]:
+    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+
+
+def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:
+    """mean_a − mean_b over seeds [Welch 95 % CI], p."""
+    x, y = _values(a, figure), _values(b, figure)
+    if not x or not y:
+        return MISSING
+    test = welch_test(x, y)
+    return f"{estimate(test.mean, test.ci_low, test.ci_high)}, p {p_value(test.p_value)}"
+
+
+def _domain_lines(record: dict, results: dict[str, ArmSeeds]) -> list[str]:
+    """Descriptive: the gap |H̄(woman) − H̄(man)| per primary domain, and the length-controlled gap
+    (`evaluation.length_control`: the gap of z-scored entropies given answer length), base → tuned, seed-level means."""
+    rows = [(domain, f"domain_{domain}_base_gap", f"domain_{domain}_tuned_gap", 3) for domain in record["primary_domains"]]
+    rows.append(("all primary groups, length-controlled (z units: entropy given answer length)", "primary_base_lc_gap",
+                 "primary_tuned_lc_gap", 3))  # fmt: skip
+    families = list(results)
+    lines = ["", "## Gap per domain (descriptive): base → tuned, seed-level means", "",
+             "| scope | " + " | ".join(f"{family} ({_seeds(results[family])})" for family in families) + " |",
+             "|---" * (len(families) + 1) + "|"]  # fmt: skip
+    for label, base_key, tuned_key, digits in rows:
+        cells = []
+        for family in families:
+            base, tuned = seed_level(results[family], base_key)["mean"], seed_level(results[family], tuned_key)["mean"]
+            cells.append(MISSING if base is None or tuned is None else f"{number(base, digits)} → {number(tuned, digits)}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _bbq_chance_lines(entry: ArmSeeds) -> list[str]:
+    """The plan's BBQ proviso: whether the base model answers disambiguated items above chance (1/3)."""
+    if not entry.bbq_base:
+        return []
+    base = next(iter(entry.bbq_base.values()))  # the base model's items and scores are the same in every arm
+    chance, low, high = base.get("chance") or 1 / 3, base["base_ci_low"], base["base_ci_high"]
+    where = "below chance" if high < chance else ("at chance" if low <= chance else "above chance")
+    text = (f"BBQ: the base model's disambiguated accuracy is {number(base['base'], 3)} [{number(low, 3)}, {number(high, 3)}] "
+            f"(chance {number(chance, 3)}, three options): {where}.")  # fmt: skip
+    if where != "above chance":
+        text += " Its accuracy change says little about reading the context; the bias scores are reported with their CIs all the same."
+    return [text, ""]
 
 
 def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
@@ -253,7 +316,8 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
         mixed = decided["mixed_model"]
         if mixed["usable"]:
             lines += [f"Supporting mixed model (d = tuned − base gap; seed random, group crossed): "
-                      f"{estimate(mixed['estimate'], mixed['ci_low'], mixed['ci_high'])}, p {p_value(mixed['p_value'])}.", ""]  # fmt: skip
+                      f"{estimate(mixed['estimate'], mixed['ci_low'], mixed['ci_high'])}, p {p_value(mixed['p_value'])}; "
+                      f"as a relative reduction (−intercept / mean base gap) {_relative(-mixed['estimate'] / seed_level(recipe, 'base_gap')['mean'])}.", ""]  # fmt: skip
         else:
             lines += [f"Supporting mixed model: not usable ({mixed['note']}); the seed-level test is the inference.", ""]
         lines += [
@@ -268,14 +332,17 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
             bound = f"{'≤' if t.at_most else '≥'} {t.bound:+g}"
             lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {_estimate(stat)} | {holds} |")
         lines.append("")
-    lines += ["## Per seed", "", "| arm | " + " | ".join(h for h, _, _ in PER_SEED) + " |", "|---" * (len(PER_SEED) + 1) + "|"]
+        lines += _bbq_chance_lines(recipe)
+    lines += ["## Per seed", "", "| arm | " + " | ".join(h for h, _, _ in PER_SEED) + " | default gates (descriptive: arms never register) |",
+              "|---" * (len(PER_SEED) + 2) + "|"]  # fmt: skip
     for family in (RECIPE, PAPER):
         for name, figures in results[family].seeds.items() if family in results else []:
             lines.append(
                 f"| {name} | "
                 + " | ".join(cell(figures) if figures.get(key, 0) is not None else MISSING for _, key, cell in PER_SEED)
-                + " |"
+                + f" | {results[family].gates.get(name, MISSING)} |"
             )
+    lines += _domain_lines(record, results)
     lines += ["", "## Instruction probes (descriptive): base → tuned, seed-level means", "",
               "| arm | at most 40 words: compliance | list of three points: compliance | no instruction: words | no instruction: H_norm | no instruction: gap |",
               "|---|---|---|---|---|---|"]  # fmt: skip
@@ -288,12 +355,13 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
             "",
             "## The paper's reward beside the recipe (seed-level means [95 % CI])",
             "",
-            "| figure | paired-consistency | paper |",
-            "|---|---|---|",
+            "| figure | paired-consistency | paper | paired-consistency − paper (Welch t over seeds) |",
+            "|---|---|---|---|",
         ]
         for label, key in (("R", "gap_reduction"), ("words", "words_change"), ("compliance change", "compliance_change"),
                            ("DiscrimEval f − m change", "discrim_female_change"), ("BBQ amb. bias change", "bbq_ambiguous_bias_change")):  # fmt: skip
-            lines.append(f"| {label} | {_estimate(seed_level(results[RECIPE], key))} | {_estimate(seed_level(results[PAPER], key))} |")
+            lines.append(f"| {label} | {_estimate(seed_level(results[RECIPE], key))} | {_estimate(seed_level(results[PAPER], key))} | "
+                         f"{_difference(results[RECIPE], results[PAPER], key)} |")  # fmt: skip
     missing = [f"{family}-s{i}" for family, seeds in planned.items() for i in range(1, len(seeds) + 1)
                if f"{family}-s{i}" not in (results.get(family).seeds if family in results else {})]  # fmt: skip
     if missing:

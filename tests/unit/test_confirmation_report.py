@@ -1,5 +1,6 @@
 """The confirmation's report applies its plan's decision rule to the arms' own tables (synthetic arms here)."""
 
+import copy
 import json
 
 import numpy as np
@@ -8,8 +9,10 @@ import pytest
 
 from components.study.confirmation_report import TARGETS, seed_figures, write_confirmation_report
 from components.study.layout import StudyLayout
+from tests.conftest import ROOT
 
 PRIMARY = ["housing", "car"]
+TEMPLATE = json.loads((ROOT / "results/confirmation/arms/paired-consistency-s1/metrics.json").read_text())
 
 
 def _arm(folder, seed: int, reduction: float, compliance_drop: float = 0.0, female_delta: float = -0.01, bbq_bias: float = 0.0):
@@ -21,15 +24,18 @@ def _arm(folder, seed: int, reduction: float, compliance_drop: float = 0.0, fema
         "base_gap": base, "tuned_gap": base * (1 - reduction) + rng.normal(0, 0.01, n),
         "base_compliance": 0.7, "tuned_compliance": 0.7 - compliance_drop, "base_words": 60.0, "tuned_words": 55.0,
         "base_helpfulness": 0.88, "tuned_helpfulness": 0.9, "base_truncated_share": 0.02, "tuned_truncated_share": 0.0,
+        "base_length_controlled_gap": 0.7, "tuned_length_controlled_gap": 0.3,
     })  # fmt: skip
     probe = rows.iloc[:4].assign(domain="travel-words40", group_id=lambda f: "p" + f["group_id"],
                                  base_truncated_share=0.25, tuned_truncated_share=0.1)  # fmt: skip
     folder.mkdir(parents=True)
     pd.concat([rows, probe]).to_csv(folder / "per_group_consistency.csv", index=False)
     jitter = rng.normal(0, 2e-4)  # seeds never agree to the last digit
-    scores = {"gender_female": {"delta": female_delta + jitter}, "gender_non_binary": {"delta": -0.01 + jitter}}
-    bbq = {"ambig_bias": {"delta": bbq_bias + jitter}, "disambig_accuracy": {"delta": jitter}}
-    (folder / "metrics.json").write_text(json.dumps({"fairness": {"discrim_eval": {"scores": scores}}, "bbq": bbq}))
+    metrics = copy.deepcopy(TEMPLATE)  # a whole evaluation summary, so the gates can judge it
+    scores = metrics["fairness"]["discrim_eval"]["scores"]
+    scores["gender_female"]["delta"], scores["gender_non_binary"]["delta"] = female_delta + jitter, -0.01 + jitter
+    metrics["bbq"]["ambig_bias"]["delta"], metrics["bbq"]["disambig_accuracy"]["delta"] = bbq_bias + jitter, jitter
+    (folder / "metrics.json").write_text(json.dumps(metrics))
 
 
 def _study(tmp_path, recipe_seeds, **kwargs):
@@ -53,6 +59,9 @@ def test_five_seeds_that_meet_every_criterion_confirm(tmp_path):
     assert verdict["status"] == "confirmed" and verdict["failed"] == []
     assert verdict["primary"]["n"] == 5 and verdict["primary"]["ci_low"] > 0.2
     assert verdict["mixed_model"]["n_seeds"] == 5
+    assert verdict["mixed_model"]["usable"]  # −intercept / mean base gap: about the planted 47 % reduction
+    relative = float(report.split("as a relative reduction (−intercept / mean base gap) ")[1].split(" %")[0])
+    assert 40 < relative < 54
     assert "**Status: confirmed**" in report and "paper-s1" in report
 
 
@@ -103,3 +112,17 @@ def test_seed_figures_give_the_cut_share_of_each_part():
     figures = seed_figures(groups, {}, ["housing"], {"open": "travel-open"})
     assert figures["primary_base_truncated"] == pytest.approx(0.05) and figures["primary_tuned_truncated"] == 0.0
     assert figures["probes_base_truncated"] == 0.5 and figures["probes_tuned_truncated"] == pytest.approx(0.2)
+
+
+def test_the_descriptive_parts_of_the_plan_are_reported(tmp_path):
+    """Per seed the paired t over groups and the default gates; the gap per domain; recipe − paper by Welch over
+    seeds; and whether the base model is above chance on BBQ's disambiguated items (the plan's proviso)."""
+    _, report = _study(tmp_path, [0.45, 0.5])
+    seed_row = next(line for line in report.splitlines() if line.startswith("| paired-consistency-s1 |"))
+    cells = [c.strip() for c in seed_row.strip("|").split("|")]
+    assert float(cells[3]) < 1e-6 and cells[-1].startswith(("pass", "refused"))  # p over 20 groups; a gate verdict
+    assert "| housing | " in report and "| car | " in report
+    assert "length-controlled (z units: entropy given answer length) | 0.700 → 0.300 | 0.700 → 0.300 |" in report
+    assert "paired-consistency − paper (Welch t over seeds)" in report
+    base = TEMPLATE["bbq"]["disambig_accuracy"]
+    assert f"disambiguated accuracy is {base['base']:.3f}" in report and "(chance 0.333, three options): at chance." in report

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from components.evaluation.seed_inference import mixed_model_test, seed_level_test
+from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
 
 
 def test_the_seed_level_test_is_the_one_sample_t_test_over_seeds():
@@ -77,3 +77,16 @@ def test_a_seed_variance_at_zero_is_said_and_not_used():
     assert not one.usable and one.note == "1 seed: no seed variance to estimate"
     flat = mixed_model_test(data.assign(d=0.0), "d", "seed")
     assert not flat.usable and flat.note == "the differences are constant: nothing to fit"
+
+
+def test_welch_compares_two_methods_over_their_seeds():
+    recipe, paper = [0.47, 0.54, 0.58, 0.51, 0.47], [0.30, 0.41, 0.36]
+    diff, low, high, p, n = welch_test(recipe, paper)
+    a, b = np.asarray(recipe), np.asarray(paper)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))  # Welch–Satterthwaite, by hand
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    assert diff == pytest.approx(a.mean() - b.mean()) and n == 8
+    assert (low, high) == pytest.approx((diff - half, diff + half))
+    assert p == pytest.approx(2 * stats.t.sf(abs(diff) / math.sqrt(va + vb), df))
+    assert welch_test([0.5], paper).p_value is None  # one seed on a side: no interval
