@@ -38,7 +38,7 @@ def _arm(folder, seed: int, reduction: float, compliance_drop: float = 0.0, fema
     (folder / "metrics.json").write_text(json.dumps(metrics))
 
 
-def _study(tmp_path, recipe_seeds, **kwargs):
+def _study(tmp_path, recipe_seeds, paper_seeds=(0.3,), **kwargs):
     folder = tmp_path / "results" / "confirmation"
     record = {"primary_domains": PRIMARY, "primary_groups": 40, "seeds": {"paired-consistency": [1, 2, 3, 4, 5], "paper": [1, 2, 3]}}
     folder.mkdir(parents=True)
@@ -47,8 +47,9 @@ def _study(tmp_path, recipe_seeds, **kwargs):
     for i, reduction in enumerate(recipe_seeds, start=1):
         _arm(folder / "arms" / f"paired-consistency-s{i}", i, reduction, **kwargs)
         arms[f"paired-consistency-s{i}"] = "paired-consistency"
-    _arm(folder / "arms" / "paper-s1", 9, 0.3)
-    arms["paper-s1"] = "paper"
+    for i, reduction in enumerate(paper_seeds, start=1):
+        _arm(folder / "arms" / f"paper-s{i}", 8 + i, reduction)
+        arms[f"paper-s{i}"] = "paper"
     layout = StudyLayout(folder)
     write_confirmation_report(layout, arms)
     return json.loads((folder / "verdict.json").read_text()), layout.report.read_text()
@@ -126,3 +127,10 @@ def test_the_descriptive_parts_of_the_plan_are_reported(tmp_path):
     assert "paired-consistency − paper (Welch t over seeds)" in report
     base = TEMPLATE["bbq"]["disambig_accuracy"]
     assert f"disambiguated accuracy is {base['base']:.3f}" in report and "(chance 0.333, three options): at chance." in report
+
+
+def test_the_paper_beside_the_recipe_is_a_welch_test_over_seeds(tmp_path):
+    _, report = _study(tmp_path, [0.45, 0.5, 0.42, 0.48, 0.5], paper_seeds=(0.24, 0.27, 0.25))
+    row = next(line for line in report.splitlines() if line.startswith("| R | "))
+    difference = row.strip("|").split("|")[-1].strip()  # recipe − paper: about 0.47 − 0.25
+    assert 0.17 < float(difference.split(" ")[0]) < 0.27 and float(difference.split("p ")[1]) < 0.01
