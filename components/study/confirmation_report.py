@@ -153,8 +153,12 @@ def collect(study: StudyLayout, arms: dict[str, str], primary: list[str]) -> dic
     return out
 
 
+def _values(entry: ArmSeeds, figure: str) -> list[float]:
+    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+
+
 def seed_level(entry: ArmSeeds, figure: str) -> dict:
-    values = [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+    values = _values(entry, figure)
     if not values:
         return {"mean": None, "ci_low": None, "ci_high": None, "p_value": None, "n": 0}
     return seed_level_test(values)._asdict()
@@ -214,9 +218,10 @@ PROBE_CELLS = (("words40", "compliance", 2), ("list3", "compliance", 2), ("open"
                ("open", "gap", 3))  # fmt: skip
 
 
-def _base_to_tuned(entry: ArmSeeds, probe: str, column: str, digits: int) -> str:
-    base, tuned = seed_level(entry, f"{probe}_base_{column}")["mean"], seed_level(entry, f"{probe}_tuned_{column}")["mean"]
-    return MISSING if base is None or tuned is None else f"{number(base, digits)} → {number(tuned, digits)}"
+def _base_to_tuned(entry: ArmSeeds, part: str, column: str, show: Callable[[float], str]) -> str:
+    """ "base → tuned" of the seed-level means of the figures `{part}_base_{column}` and `{part}_tuned_{column}`."""
+    base, tuned = seed_level(entry, f"{part}_base_{column}")["mean"], seed_level(entry, f"{part}_tuned_{column}")["mean"]
+    return MISSING if base is None or tuned is None else f"{show(base)} → {show(tuned)}"
 
 
 def _seeds(entry: ArmSeeds) -> str:
@@ -230,7 +235,7 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
     probes' open-ended instruction is where the base model runs long, so the share is given per part."""
     rows = []
     for family, entry in results.items():
-        cells = [_base_to_tuned_share(entry, part) for part in ("primary", "probes")]
+        cells = [_base_to_tuned(entry, part, "truncated", lambda v: percent(v, 1)) for part in ("primary", "probes")]
         if any(cell != MISSING for cell in cells):
             rows.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
     if not rows:
@@ -241,15 +246,6 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
             "table gives the two parts apart (the default gates' `truncation` reads the pooled share). A cut answer's words are bounded by the limit, so word counts "
             "where many answers are cut understate the model's length.", "",
             "| arm | primary groups | instruction probes |", "|---|---|---|", *rows]  # fmt: skip
-
-
-def _base_to_tuned_share(entry: ArmSeeds, part: str) -> str:
-    base, tuned = seed_level(entry, f"{part}_base_truncated")["mean"], seed_level(entry, f"{part}_tuned_truncated")["mean"]
-    return MISSING if base is None or tuned is None else f"{percent(base, 1)} → {percent(tuned, 1)}"
-
-
-def _values(entry: ArmSeeds, figure: str) -> list[float]:
-    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
 
 
 def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:
@@ -264,19 +260,14 @@ def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:
 def _domain_lines(record: dict, results: dict[str, ArmSeeds]) -> list[str]:
     """Descriptive: the gap |H̄(woman) − H̄(man)| per primary domain, and the length-controlled gap
     (`evaluation.length_control`: the gap of z-scored entropies given answer length), base → tuned, seed-level means."""
-    rows = [(domain, f"domain_{domain}_base_gap", f"domain_{domain}_tuned_gap", 3) for domain in record["primary_domains"]]
-    rows.append(("all primary groups, length-controlled (z units: entropy given answer length)", "primary_base_lc_gap",
-                 "primary_tuned_lc_gap", 3))  # fmt: skip
+    rows = [(domain, f"domain_{domain}", "gap") for domain in record["primary_domains"]]
+    rows.append(("all primary groups, length-controlled (z units: entropy given answer length)", "primary", "lc_gap"))
     families = list(results)
     lines = ["", "## Gap per domain (descriptive): base → tuned, seed-level means", "",
              "| scope | " + " | ".join(f"{family} ({_seeds(results[family])})" for family in families) + " |",
              "|---" * (len(families) + 1) + "|"]  # fmt: skip
-    for label, base_key, tuned_key, digits in rows:
-        cells = []
-        for family in families:
-            base, tuned = seed_level(results[family], base_key)["mean"], seed_level(results[family], tuned_key)["mean"]
-            cells.append(MISSING if base is None or tuned is None else f"{number(base, digits)} → {number(tuned, digits)}")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for label, part, column in rows:
+        lines.append(f"| {label} | " + " | ".join(_base_to_tuned(results[f], part, column, number) for f in families) + " |")
     return lines
 
 
@@ -347,7 +338,7 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
               "| arm | at most 40 words: compliance | list of three points: compliance | no instruction: words | no instruction: H_norm | no instruction: gap |",
               "|---|---|---|---|---|---|"]  # fmt: skip
     for family, entry in results.items():
-        cells = [_base_to_tuned(entry, name, column, digits) for name, column, digits in PROBE_CELLS]
+        cells = [_base_to_tuned(entry, name, column, lambda v, d=digits: number(v, d)) for name, column, digits in PROBE_CELLS]
         lines.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
     lines += _truncation_lines(results)
     if RECIPE in results and PAPER in results:
