@@ -65,18 +65,75 @@ class TokenStats:
     entropy: torch.Tensor | None  # (B, C) entropy of the sampling distribution at t (no grad)
 
 
+# Bytes of fp32 logits handled at a time: on a CPU a block that stays in cache through the cast,
+# the logsumexp, the gather and the entropy (2 MB: ten positions of a 49,152-token vocabulary; a
+# block of 1,200 positions took 4x as long on the 2-core benchmark CPU); on a GPU fewer, larger kernels.
+_BLOCK_BYTES = {"cpu": 2 << 20}
+_BLOCK_BYTES_ACCELERATOR = 512 << 20
+
+
+class _SampledTokenLogProb(torch.autograd.Function):
+    """log softmax(z / T)[target] and, without gradient, the entropy of softmax(z / T), computed a
+    block of positions at a time; backward: d logp / d z = (onehot(target) - softmax(z / T)) * g / T.
+
+    The same operations, in the same order, as autograd on `z.float() / T` then gather - logsumexp
+    (tested equal to the bit), without its fp32 copies of the whole (B, C, V) logits: the cast, the
+    division and the softmax of logsumexp's backward each wrote and read one (about a quarter of a CPU
+    step's forward and backward went to them), and the first two were kept for the backward. Written
+    by hand because no library fuses it off the GPU (TRL's `selective_log_softmax` loops the
+    logsumexp for memory but leaves the backward to autograd; Liger's fused kernels are Triton).
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, temperature: float, with_entropy: bool):
+        shape = targets.shape
+        logp = torch.empty(shape, dtype=torch.float32, device=logits.device)
+        log_z = torch.empty(shape, dtype=torch.float32, device=logits.device)
+        entropy = torch.empty(shape, dtype=torch.float32, device=logits.device) if with_entropy else None
+        for index, rows in _blocks(logits):
+            z = logits[index][rows].float() / temperature
+            lz = torch.logsumexp(z, dim=-1)
+            log_z[index][rows] = lz
+            logp[index][rows] = z.gather(-1, targets[index][rows].unsqueeze(-1)).squeeze(-1) - lz
+            if with_entropy:
+                probs = torch.exp(z - lz.unsqueeze(-1))
+                entropy[index][rows] = lz - (probs * z).sum(-1)
+        ctx.save_for_backward(logits, targets, log_z)
+        ctx.temperature = temperature
+        if entropy is None:
+            return logp
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp, grad_entropy=None):
+        logits, targets, log_z = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for index, rows in _blocks(logits):
+            z = logits[index][rows].float() / ctx.temperature
+            g = grad_logp[index][rows].unsqueeze(-1)
+            grad_z = -g * torch.exp(z - log_z[index][rows].unsqueeze(-1))
+            grad_z.scatter_add_(-1, targets[index][rows].unsqueeze(-1), g)
+            grad[index][rows] = (grad_z / ctx.temperature).to(logits.dtype)
+        return grad, None, None, None
+
+
+def _blocks(logits: torch.Tensor):
+    """(row, slice of positions) covering logits (B, C, V), each block within the device's byte budget."""
+    batch, width, vocab = logits.shape
+    per_block = max(1, _BLOCK_BYTES.get(logits.device.type, _BLOCK_BYTES_ACCELERATOR) // (4 * vocab))
+    for b in range(batch):
+        for start in range(0, width, per_block):
+            yield b, slice(start, start + per_block)
+
+
 def token_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool) -> TokenStats:
     """From logits (B, C, V) predicting targets (B, C): log-probs under softmax(z / T) and, if asked,
-    the entropy H_t = logZ_t - sum_v p_v z_v of that distribution."""
-    logits = logits.float() / temperature
-    log_z = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_z
-    entropy = None
+    the entropy H_t = logZ_t - sum_v p_v z_v of that distribution (`_SampledTokenLogProb`)."""
     if with_entropy:
-        with torch.no_grad():
-            probs = torch.exp(logits - log_z.unsqueeze(-1))
-            entropy = log_z - (probs * logits).sum(-1)
-    return TokenStats(logp, entropy)
+        logp, entropy = _SampledTokenLogProb.apply(logits, targets, temperature, True)
+        return TokenStats(logp, entropy)
+    return TokenStats(_SampledTokenLogProb.apply(logits, targets, temperature, False), None)
 
 
 def completion_logprobs(model, batch: PackedBatch, temperature: float = 1.0, with_entropy: bool = False) -> TokenStats:
@@ -162,7 +219,11 @@ def shared_prompt_logprobs(model, batch: SharedPromptBatch, temperature: float =
         if width > 1
         else None
     )
-    logits = first.logits[batch.prompt_of]  # (B, 1, V): predicts the first completion token
-    if rest is not None:
-        logits = torch.cat([logits, rest.logits], dim=1)
-    return token_stats(logits, batch.completion_ids, temperature, with_entropy)
+    # the first completion token is predicted by the prompt's last position, the rest by the
+    # completion's own; each part is read where it lies (no (B, C, V) copy to join them)
+    head = token_stats(first.logits[batch.prompt_of], batch.completion_ids[:, :1], temperature, with_entropy)
+    if rest is None:
+        return head
+    tail = token_stats(rest.logits, batch.completion_ids[:, 1:], temperature, with_entropy)
+    entropy = torch.cat([head.entropy, tail.entropy], dim=1) if with_entropy else None
+    return TokenStats(torch.cat([head.logp, tail.logp], dim=1), entropy)

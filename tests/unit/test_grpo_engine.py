@@ -4,6 +4,7 @@ step's reference pass left out while the policy is π_ref."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -188,6 +189,34 @@ def test_bf16_training_runs_and_stays_finite(tiny_model_dir, tmp_path):
     result = train(params(precision="bf16", steps=1), groups(2), tiny_model_dir, tmp_path / "ckpt", show_progress=False)
     final = result.final
     assert all(torch.isfinite(torch.tensor(final[k])) for k in ("loss", "kl", "grad_norm", "token_entropy"))
+
+
+def test_bf16_update_lends_cast_weights_and_gives_the_same_update_to_the_bit(lora_model, monkeypatch):
+    """The frozen weights cast once per update (`FrozenWeightCasts`) give autocast's own results: the
+    same loss and LoRA weights as re-casting at every forward, the fp32 originals back afterwards."""
+    from components.grpo import update
+
+    model, _ = lora_model
+    before = {name: p for name, p in model.named_parameters() if not p.requires_grad}
+    lent = []
+    original_lent = update.FrozenWeightCasts.lent
+
+    def counting(self):
+        lent.append(len(self._linears))
+        return original_lent(self)
+
+    monkeypatch.setattr(update.FrozenWeightCasts, "lent", counting)
+    settings = {"lent": {"precision": "bf16", "beta": 0.5, "groups_per_step": 4}}
+    start, with_casts = sgd_updates(lora_model, settings)
+    assert lent and min(lent) > 0, "the bf16 update lends cast weights to its forwards"
+    monkeypatch.setattr(update.FrozenWeightCasts, "lent", lambda self: contextlib.nullcontext())
+    model.load_state_dict(start)
+    _, plain = sgd_updates(lora_model, settings)
+    (m_cast, w_cast), (m_plain, w_plain) = with_casts["lent"], plain["lent"]
+    assert m_cast["loss"] == m_plain["loss"] and m_cast["kl"] == m_plain["kl"]
+    assert all(torch.equal(w_cast[k], w_plain[k]) for k in w_plain)
+    after = {name: p for name, p in model.named_parameters() if not p.requires_grad}
+    assert after.keys() == before.keys() and all(after[n] is before[n] and p.dtype == torch.float32 for n, p in before.items())
 
 
 def test_non_finite_loss_stops_and_keeps_the_previous_checkpoint(tiny_model_dir, tmp_path):
