@@ -90,14 +90,14 @@ class _SampledTokenLogProb(torch.autograd.Function):
         logp = torch.empty(shape, dtype=torch.float32, device=logits.device)
         log_z = torch.empty(shape, dtype=torch.float32, device=logits.device)
         entropy = torch.empty(shape, dtype=torch.float32, device=logits.device) if with_entropy else None
-        for index, rows in _blocks(logits):
-            z = logits[index][rows].float() / temperature
+        for block in _blocks(logits):
+            z = logits[block].float() / temperature
             lz = torch.logsumexp(z, dim=-1)
-            log_z[index][rows] = lz
-            logp[index][rows] = z.gather(-1, targets[index][rows].unsqueeze(-1)).squeeze(-1) - lz
+            log_z[block] = lz
+            logp[block] = z.gather(-1, targets[block].unsqueeze(-1)).squeeze(-1) - lz
             if with_entropy:
                 probs = torch.exp(z - lz.unsqueeze(-1))
-                entropy[index][rows] = lz - (probs * z).sum(-1)
+                entropy[block] = lz - (probs * z).sum(-1)
         ctx.save_for_backward(logits, targets, log_z)
         ctx.temperature = temperature
         if entropy is None:
@@ -109,22 +109,22 @@ class _SampledTokenLogProb(torch.autograd.Function):
     def backward(ctx, grad_logp, grad_entropy=None):
         logits, targets, log_z = ctx.saved_tensors
         grad = torch.empty_like(logits)
-        for index, rows in _blocks(logits):
-            z = logits[index][rows].float() / ctx.temperature
-            g = grad_logp[index][rows].unsqueeze(-1)
-            grad_z = -g * torch.exp(z - log_z[index][rows].unsqueeze(-1))
-            grad_z.scatter_add_(-1, targets[index][rows].unsqueeze(-1), g)
-            grad[index][rows] = (grad_z / ctx.temperature).to(logits.dtype)
+        for block in _blocks(logits):
+            z = logits[block].float() / ctx.temperature
+            g = grad_logp[block].unsqueeze(-1)
+            grad_z = -g * torch.exp(z - log_z[block].unsqueeze(-1))
+            grad_z.scatter_add_(-1, targets[block].unsqueeze(-1), g)
+            grad[block] = (grad_z / ctx.temperature).to(logits.dtype)
         return grad, None, None, None
 
 
 def _blocks(logits: torch.Tensor):
-    """(row, slice of positions) covering logits (B, C, V), each block within the device's byte budget."""
+    """Indices (row, slice of positions) covering logits (B, C, V), each block within the device's byte budget."""
     batch, width, vocab = logits.shape
     per_block = max(1, _BLOCK_BYTES.get(logits.device.type, _BLOCK_BYTES_ACCELERATOR) // (4 * vocab))
     for b in range(batch):
         for start in range(0, width, per_block):
-            yield b, slice(start, start + per_block)
+            yield (b, slice(start, start + per_block))
 
 
 def token_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool) -> TokenStats:
