@@ -475,8 +475,8 @@ def agreement_section(device: str, tokenizer) -> dict:
     from components.contracts.rollouts import GroupBatch, Rollout
     from components.generation.sampling import SamplingConfig, TransformersEngine
     from components.grpo.distributed import DistContext
-    from components.grpo.logprobs import completion_logprobs, pack, pack_shared, shared_prompt_logprobs
     from components.grpo.update import policy_update, precision_context
+    from components.models.logprobs import completion_logprobs, pack, pack_shared, shared_prompt_logprobs
     from components.models.lora import attach_lora
 
     params = Params()

@@ -8,7 +8,7 @@ between the two first AdamW updates of the LoRA weights, and each update's time 
 pass, forward and backward, optimizer), both precisions in one run. The advantages are a fixed
 standard-normal draw, z-scored within each group: the agreement of the update, not a reward, is measured.
 
-    python benchmarks/precision_agreement.py --adapter results/confirmation/carry/<arm>/latest/adapter
+    python benchmarks/precision_agreement.py --adapter data/checkpoints/latest/adapter  # e.g. after `make run`
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def one_update(params, model_dir: Path, adapter: Path | None, batch, advantages,
     import torch
 
     from components.grpo.distributed import DistContext
-    from components.grpo.logprobs import pack_shared, shared_prompt_logprobs
     from components.grpo.update import policy_update, precision_context
+    from components.models.logprobs import pack_shared, shared_prompt_logprobs
     from components.models.lora import attach_lora, initialise_adapter
     from components.models.provision import load_base_model
 

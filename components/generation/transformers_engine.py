@@ -24,32 +24,17 @@ from components.config import EvalConfig
 from components.generation.interface import ChoicePrompt, EngineStartError, register_engine, validate_samples
 from components.generation.sampling import Sample, SamplingConfig, TransformersEngine, answer_prompt
 from components.machine import warn_if_emulated_bf16
+from components.models.logprobs import completion_logprobs, pack
 
 
 @torch.no_grad()
 def score_completions(model, completions: Sequence[Sample], pad_id: int, temperature: float) -> list[tuple[float, ...]]:
-    """log p of every completion token under `model` at `temperature` (prompts left-, completions right-padded)."""
-    if not completions:
-        return []
-    p_width = max(len(c.prompt_ids) for c in completions)
-    c_width = max(1, max(len(c.completion_ids) for c in completions))
-    b = len(completions)
-    ids = torch.full((b, p_width + c_width), pad_id, dtype=torch.long)
-    mask = torch.zeros((b, p_width + c_width), dtype=torch.long)
-    for i, c in enumerate(completions):
-        start = p_width - len(c.prompt_ids)
-        ids[i, start:p_width] = torch.tensor(c.prompt_ids, dtype=torch.long)
-        mask[i, start:p_width] = 1
-        if c.completion_ids:
-            ids[i, p_width : p_width + len(c.completion_ids)] = torch.tensor(c.completion_ids, dtype=torch.long)
-            mask[i, p_width : p_width + len(c.completion_ids)] = 1
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    device = model.device
-    logits = model(
-        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-        logits_to_keep=c_width + 1,
-    ).logits[:, :-1].float() / temperature  # fmt: skip
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, p_width:].to(device).unsqueeze(-1)).squeeze(-1)
+    """log p of every completion token under `model` at `temperature`, teacher-forced in the training
+    update's layout (`models.logprobs.pack`: prompts left-, completions right-padded)."""
+    if not any(c.completion_ids for c in completions):
+        return [() for _ in completions]
+    batch = pack(completions, pad_id).to(model.device)
+    logp = completion_logprobs(model, batch, temperature).logp
     return [tuple(float(x) for x in logp[i, : len(c.completion_ids)].tolist()) for i, c in enumerate(completions)]
 
 

@@ -33,7 +33,9 @@ from components.contracts.errors import UserError
 from components.contracts.rollouts import GroupBatch
 from components.grpo.distributed import DistContext
 from components.grpo.importance_sampling import importance_weights, pack_engine_logprobs
-from components.grpo.logprobs import (
+from components.grpo.losses import clipped_token_loss, get_loss_type
+from components.grpo.reference import BASE, Reference
+from components.models.logprobs import (
     PackedBatch,
     SharedPromptBatch,
     completion_logprobs,
@@ -41,8 +43,6 @@ from components.grpo.logprobs import (
     pack_shared,
     shared_prompt_logprobs,
 )
-from components.grpo.losses import clipped_token_loss, get_loss_type
-from components.grpo.reference import BASE, Reference
 
 
 class TrainingError(UserError, FloatingPointError):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
-from components.contracts.summary import read_summary
+from components.contracts.summary import EvaluationSummary
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
 from components.evaluation.statistics import paired_test
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
@@ -144,7 +144,8 @@ def collect(study: StudyLayout, arms: dict[str, str], primary: list[str]) -> dic
         metrics = json.loads((folder / "metrics.json").read_text())
         entry = out.setdefault(family, ArmSeeds(family, {}, pd.DataFrame(columns=["seed", "group_id", "d"])))
         entry.seeds[name] = seed_figures(groups, metrics, primary, PROBES)
-        entry.gates[name] = default_gate_verdicts(read_summary(folder / "metrics.json"))["gate_all"]
+        summary = EvaluationSummary.from_dict(metrics, source=str(folder / "metrics.json"))
+        entry.gates[name] = default_gate_verdicts(summary)["gate_all"]
         if (metrics.get("bbq") or {}).get("disambig_accuracy"):
             entry.bbq_base[name] = metrics["bbq"]["disambig_accuracy"] | {"chance": metrics["bbq"].get("chance_accuracy")}
         main = groups[groups["domain"].isin(primary)]

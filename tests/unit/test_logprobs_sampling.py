@@ -7,7 +7,7 @@ import torch
 
 from components.contracts.rollouts import Rollout
 from components.generation.sampling import SamplingConfig, TransformersEngine, sample_next
-from components.grpo.logprobs import completion_logprobs, pack
+from components.models.logprobs import completion_logprobs, pack
 from components.models.provision import load_base_model
 
 
@@ -110,7 +110,7 @@ def test_near_zero_top_p_is_greedy_decoding_like_generate(model_and_tokenizer):
 
 def test_shared_prompt_forward_matches_packed_forward_and_gradients(model_and_tokenizer, tiny_model_dir):
     from components.config import LoraConfig
-    from components.grpo.logprobs import pack_shared, shared_prompt_logprobs
+    from components.models.logprobs import pack_shared, shared_prompt_logprobs
     from components.models.lora import attach_lora
 
     base, tok = load_base_model(tiny_model_dir)

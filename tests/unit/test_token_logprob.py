@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-import components.grpo.logprobs as logprobs
-from components.grpo.logprobs import token_stats
+import components.models.logprobs as logprobs
+from components.models.logprobs import token_stats
 
 
 def plain(logits, targets, temperature, with_entropy):

@@ -9,11 +9,21 @@ mask, matching what `generate` used when the completion was sampled.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import torch
 
 from components.contracts.rollouts import Rollout
+
+
+class TokenizedCompletion(Protocol):
+    """What the packed layout reads of a sample: a training `Rollout` or an engine's `Sample`."""
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def completion_ids(self) -> tuple[int, ...]: ...
 
 
 @dataclass
@@ -33,7 +43,7 @@ def _moved(batch, device: torch.device):
     return replace(batch, **{f.name: getattr(batch, f.name).to(device) for f in fields(batch)})
 
 
-def _pad_completions(rollouts: Sequence[Rollout], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad_completions(rollouts: Sequence[TokenizedCompletion], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Completions right-padded to the longest: ids (B, C) and mask (B, C) bool."""
     width = max(len(r.completion_ids) for r in rollouts)
     completion = torch.full((len(rollouts), width), pad_id, dtype=torch.long)
@@ -44,7 +54,7 @@ def _pad_completions(rollouts: Sequence[Rollout], pad_id: int) -> tuple[torch.Te
     return completion, completion_mask
 
 
-def pack(rollouts: Sequence[Rollout], pad_id: int) -> PackedBatch:
+def pack(rollouts: Sequence[TokenizedCompletion], pad_id: int) -> PackedBatch:
     prompt_width = max(len(r.prompt_ids) for r in rollouts)
     b = len(rollouts)
     prompt = torch.full((b, prompt_width), pad_id, dtype=torch.long)
