@@ -43,6 +43,18 @@ def _moved(batch, device: torch.device):
     return replace(batch, **{f.name: getattr(batch, f.name).to(device) for f in fields(batch)})
 
 
+def _left_padded(sequences: Sequence[tuple[int, ...]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token sequences left-padded to the longest: ids (N, P) and mask (N, P) long."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        if seq:
+            ids[i, width - len(seq) :] = torch.tensor(seq)
+            mask[i, width - len(seq) :] = 1
+    return ids, mask
+
+
 def _pad_completions(rollouts: Sequence[TokenizedCompletion], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Completions right-padded to the longest: ids (B, C) and mask (B, C) bool."""
     width = max(len(r.completion_ids) for r in rollouts)
@@ -55,14 +67,7 @@ def _pad_completions(rollouts: Sequence[TokenizedCompletion], pad_id: int) -> tu
 
 
 def pack(rollouts: Sequence[TokenizedCompletion], pad_id: int) -> PackedBatch:
-    prompt_width = max(len(r.prompt_ids) for r in rollouts)
-    b = len(rollouts)
-    prompt = torch.full((b, prompt_width), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((b, prompt_width), dtype=torch.long)
-    for i, r in enumerate(rollouts):
-        if r.prompt_ids:
-            prompt[i, prompt_width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
-            prompt_mask[i, prompt_width - len(r.prompt_ids) :] = 1
+    prompt, prompt_mask = _left_padded([r.prompt_ids for r in rollouts], pad_id)
     completion, completion_mask = _pad_completions(rollouts, pad_id)
     attention = torch.cat([prompt_mask, completion_mask.long()], dim=1)
     positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
@@ -188,12 +193,7 @@ def pack_shared(rollouts: Sequence[Rollout], pad_id: int) -> SharedPromptBatch:
     prompts = list(unique)
     if any(not p for p in prompts):
         raise ValueError("prompt sharing needs a non-empty prompt for every rollout")
-    width = max(len(p) for p in prompts)
-    prompt_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        prompt_ids[i, width - len(p) :] = torch.tensor(p)
-        prompt_mask[i, width - len(p) :] = 1
+    prompt_ids, prompt_mask = _left_padded(prompts, pad_id)
     completion, completion_mask = _pad_completions(rollouts, pad_id)
     return SharedPromptBatch(prompt_ids, prompt_mask, torch.tensor(prompt_of), completion, completion_mask)
 
