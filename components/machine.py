@@ -107,6 +107,25 @@ def warn_if_emulated_bf16(dtype: str) -> bool:
     return True
 
 
+def cpu_kind(isa: list[str] | None = None) -> str:
+    """The CPU's kind as far as kernels care: 'AMX-BF16', 'AVX512-BF16', 'AVX-512 without BF16',
+    'Arm BF16', or 'without AVX-512 or BF16' (AVX2 and older: most laptops)."""
+    isa = _cpu()[1] if isa is None else isa
+    for flag, kind in (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512 without BF16"), ("bf16", "Arm BF16")):
+        if flag in isa:
+            return kind
+    return "without AVX-512 or BF16"
+
+
+def machine_line(engine_dtype: str, precision: str) -> str:
+    """One line for the start of a run: the CPU (or GPU), its kind, and what `auto` resolved to here."""
+    model, isa = _cpu()
+    gpu = _gpu_bf16()
+    where = "a GPU" if gpu is not None else f"{model or 'a CPU'} ({cpu_kind(isa)})"
+    native = "native" if native_bf16() else "emulated: auto takes float32"
+    return f"machine: {where}; bfloat16 {native}; engines {engine_dtype}, training {precision}"
+
+
 def machine_label(record: dict | None) -> str:
     """One short label: the GPU if any, else the CPU's kernel ISA (`AMX` where it has AMX tiles)."""
     if not record:

@@ -37,11 +37,21 @@ class StepInputs:
     outputs: Callable[[Params], list[Path]]  # folders it writes
 
 
+def _build_data(p: Params) -> list[Path]:
+    """What `build` reads, by content: the templates, a user's own groups file, the decision benchmarks."""
+    own = [p.root / p.data.groups_file] if p.data.groups_file is not None else []
+    decided = [p.paths.benchmarks] if p.data.decision_groups is not None else []
+    return [p.paths.templates, *filter(None, [p.paths.heldout_templates]), *own, *decided]
+
+
+def _model_data(p: Params) -> list[Path]:
+    """What `prepare-model` reads, by content: a local model folder (`model.path`), if any."""
+    return [p.root / p.model.path] if p.model.path is not None else []
+
+
 STEP_INPUTS: dict[str, StepInputs] = {
-    "build": StepInputs(
-        ("data", "seed"), ("data",), lambda p: [p.paths.templates, *filter(None, [p.paths.heldout_templates])], lambda p: [p.paths.groups]
-    ),
-    "prepare-model": StepInputs(("model", "seed"), ("models/provision.py",), lambda p: [], lambda p: [p.paths.base_model]),
+    "build": StepInputs(("data", "seed"), ("data",), _build_data, lambda p: [p.paths.groups]),
+    "prepare-model": StepInputs(("model", "seed"), ("models/provision.py",), _model_data, lambda p: [p.paths.base_model]),
 }
 
 

@@ -236,9 +236,11 @@ def retrain(
     resume: bool = typer.Option(False, "--resume", help="training continues from the state a stopped run saved"),
 ) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
+    from components.machine import machine_line
     from flows.retrain import retrain as retrain_flow
 
     resolved = _resolved_params(params, profile, sets)
+    out.print(f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision)}")  # once, before the flow
     started = time.perf_counter()
     summary = retrain_flow(str(params), profile, list(sets or []), resume)
     out.print(f"[bold]groupwise retrain ({summary.profile})[/] in {time.perf_counter() - started:.0f} s")
@@ -315,15 +317,24 @@ def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
                   "`groupwise retrain` (or `groupwise register` after `evaluate`) registers one when its gates pass.")  # fmt: skip
         return
     table = Table(title=f"{resolved.registry.model_name} ({resolved.tracking.uri})")
-    for column in ("version", "aliases", "gates", "registered run", "promotion"):
+    for column in ("version", "aliases", "gates", "code", "registered run", "promotion"):
         table.add_column(column, overflow="fold")
     for v in found:
         tags = v.record
         promotion = tags.promotion if tags.promotion is not None and tags.promotion.at else None
         record = f"{promotion.at} by {promotion.by}: {promotion.reason}" if promotion else ""
         gates = "?" if tags.gate_passed is None else str(tags.gate_passed).lower()
-        table.add_row(v.version, ", ".join(v.aliases), gates, v.run_id, escape(record))
+        table.add_row(v.version, ", ".join(v.aliases), gates, _code_cell(tags.provenance), v.run_id, escape(record))
     out.print(table)
+
+
+def _code_cell(provenance) -> str:
+    """The commit that evaluated a version (else the one that registered it), '+dirty' when its tree was."""
+    if provenance is None or not (provenance.evaluated_commit or provenance.git_commit):
+        return "?"
+    if provenance.evaluated_commit:
+        return provenance.evaluated_commit
+    return provenance.git_commit[:7] + ("+dirty" if provenance.git_dirty == "true" else "")
 
 
 VersionOpt = typer.Option(None, "--version", help="a registered version number")

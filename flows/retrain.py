@@ -124,7 +124,11 @@ def metrics_rows(summary: EvaluationSummary) -> list[dict]:
 
 
 def _run(step_task, params: Params, parent: str, **options):
-    configured = step_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
+    configured = step_task.with_options(
+        retries=params.tracking.retries,
+        retry_delay_seconds=params.tracking.retry_delay_seconds,
+        timeout_seconds=params.tracking.step_timeout(step_task.name),
+    )
     return configured(params, parent, **options)
 
 
@@ -134,6 +138,7 @@ def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[Step
     configured = step_task.with_options(
         retries=params.tracking.retries,
         retry_delay_seconds=params.tracking.retry_delay_seconds,
+        timeout_seconds=params.tracking.step_timeout(step),
         refresh_cache=not intact,
     )
     state = configured(params, parent, return_state=True)
@@ -152,7 +157,41 @@ def headline_metrics(evaluation) -> dict[str, float]:
     return {f"headline.{name}": getattr(c, name) for name in HEADLINE if getattr(c, name, None) is not None}
 
 
-@flow(name="retrain", log_prints=True)
+FLOW_RUN_TAG = "groupwise.prefect.flow_run_id"  # on the parent run: the Prefect flow run it belongs to
+PARENT_EXCLUDED = ("study", "studies")  # the parent logs every other resolved section (studies have their own runs)
+
+
+def close_runs_of_flow_run(flow, flow_run, state) -> None:
+    """Prefect state hook (on_failure, on_crashed, on_cancellation): the moment a retrain fails, crashes
+    or is cancelled, its MLflow parent run and every child still RUNNING are closed, FAILED or KILLED
+    (cancelled). It runs where Prefect runs hooks (the flow's process; for a cancelled or crashed
+    deployment run, the worker or runner that stopped it) and finds the runs by the flow run's id, so
+    it needs nothing from the stopped process."""
+    parameters = dict(flow_run.parameters or {})
+    try:
+        params = load_params(Path(parameters.get("params_path") or "params.yaml"), parameters.get("profile"))
+    except Exception as exc:  # a hook must not raise: say why nothing was closed
+        print(f"[tracking] the MLflow runs of flow run {flow_run.id} were not closed: {exc}")
+        return
+    status = "KILLED" if state.is_cancelling() or state.is_cancelled() else "FAILED"
+    closed = runs.close_runs_tagged(params.tracking, FLOW_RUN_TAG, str(flow_run.id), status, f"Prefect flow run {state.name}")
+    if closed:
+        print(f"[tracking] flow run {flow_run.name} {state.name}: {len(closed)} MLflow run(s) marked {status}")
+
+
+def _flow_run_id() -> str:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.id or "")
+
+
+@flow(
+    name="retrain",
+    log_prints=True,
+    on_failure=[close_runs_of_flow_run],
+    on_crashed=[close_runs_of_flow_run],
+    on_cancellation=[close_runs_of_flow_run],
+)
 def retrain(
     params_path: str = "params.yaml", profile: str | None = None, overrides: list[str] | None = None, resume: bool = False
 ) -> RetrainSummary:
@@ -163,8 +202,9 @@ def retrain(
     if overrides:
         params = with_overrides(params, assignments_to_overrides(list(overrides)))
     configured = open_parent_task.with_options(retries=params.tracking.retries, retry_delay_seconds=params.tracking.retry_delay_seconds)
-    parent = configured(params.tracking, "retrain", tags={"groupwise.profile": params.profile})
+    parent = configured(params.tracking, "retrain", tags={"groupwise.profile": params.profile, FLOW_RUN_TAG: _flow_run_id()})
     summary = RetrainSummary(parent, params.profile)
+    runs.log_params_to(parent, params.model_dump(mode="json", exclude=set(PARENT_EXCLUDED)))  # retrains compared by any knob
 
     def record(result: StepResult, cached: bool = False) -> None:
         summary.results.append(result)

@@ -33,6 +33,9 @@ class PathsConfig(_Section):
     )
 
 
+STEP_TIMEOUTS = {"default": 3600.0, "train": 86400.0, "evaluate": 86400.0}  # seconds: training and evaluation at a study's size take hours
+
+
 class TrackingConfig(_Section):
     """MLflow tracking."""
 
@@ -54,6 +57,15 @@ class TrackingConfig(_Section):
         description="a tracking server that goes away during training: how long the finished step waits for it to "
         "come back and take the records kept meanwhile, before it stops in one line",
     )  # fmt: skip
+    step_timeout_seconds: dict[str, float] = Field(
+        default_factory=lambda: dict(STEP_TIMEOUTS),
+        description="the retrain flow's time limit per step (Prefect's task timeout; a step past it fails the flow and "
+        "closes its MLflow runs as FAILED); a step left out has the `default` entry's limit",
+    )  # fmt: skip
+
+    def step_timeout(self, step: str) -> float:
+        """The time limit of `step` in seconds (its entry, else `default`)."""
+        return self.step_timeout_seconds.get(step, self.step_timeout_seconds.get("default", STEP_TIMEOUTS["default"]))
 
 
 _ALIAS = r"^[A-Za-z][A-Za-z0-9_-]{0,254}$"  # MLflow aliases: no `v<digits>`, no `latest`

@@ -13,8 +13,9 @@ Layout (``schema_version`` 1; a file without the key was written before this con
   overall, its tests, noise floor, detectable effect, quality guards and validity;
 - ``diversity`` (`DiversitySummary`): ``n_tasks`` and ``base_<m>`` / ``tuned_<m>`` per metric;
 - ``notes``: why a value is null, fallbacks, invalid evaluations;
-- ``candidate``, ``evaluated``, ``helpfulness_definition``, ``engine``: what was evaluated, with
-  which H_norm and engine (absent in files written before they existed);
+- ``candidate``, ``evaluated``, ``code``, ``helpfulness_definition``, ``engine``: what was evaluated, by
+  which code (git commit, dirty flag, diff digest), with which H_norm and engine (absent in files
+  written before they existed);
 - ``fairness`` (`BenchmarkSummary` by benchmark name): decision benchmarks such as DiscrimEval,
   base vs tuned, a `DiscriminationScore` per demographic (absent when none was evaluated);
 - ``bbq`` (`BbqSummary`): BBQ's accuracy and bias scores, base vs tuned (absent when not evaluated;
@@ -338,6 +339,14 @@ class EvaluatedFiles(_Record):
     params_sha256: str
 
 
+class CodeRecord(_Record):
+    """The code that evaluated (`components.code_version.CodeVersion`): git commit, dirty flag, diff digest."""
+
+    commit: str
+    dirty: bool | None = None
+    diff_sha256: str | None = None
+
+
 class HelpfulnessDefinition(_Record):
     """How H_norm was scored: `reward.entropy_scope` and `reward.entropy_max_words`."""
 
@@ -373,6 +382,7 @@ class EvaluationSummary(_Record):
     notes: list[str] = Field(default_factory=list)
     candidate: Candidate | None = None
     evaluated: EvaluatedFiles | None = None
+    code: CodeRecord | None = None  # absent in files written before it existed
     helpfulness_definition: HelpfulnessDefinition | None = None
     engine: EngineRecord | None = None
     fairness: dict[str, BenchmarkSummary] = Field(default_factory=dict)  # by benchmark name; absent: none evaluated

@@ -14,7 +14,10 @@ the schema, key by key:
     metric.<section>.<key>          repr(float) of a finite number of metrics.json ("0.088")
     data.sha256, data.dvc_md5       the group files (this hasher's digest, DVC's folder md5)
     data.train_groups, data.train_prompts   the training data's size: groups (rows) and their prompts
-    params.hash, git.commit         the params and the code
+    params.hash, git.commit         the params and the code that registered the version
+    git.dirty, git.diff_sha256      "true" | "false" | "unknown": uncommitted code changes; their digest when dirty
+    git.evaluated_commit            the code that evaluated it (metrics.json's `code`; its `+dirty.<digest>` when dirty)
+    dvc.checkpoint_md5              DVC's md5 of the checkpoint folder (dvc.lock's `train` out; `dvc exp show` finds it)
     param.<section>.<key>           one training-relevant param as registered ("0.0002", "grpo", '["q_proj"]')
     groupwise.fingerprint           adapter + metrics digest: the same registration gives the same version
     promotion.{by,at,reason,forced,previous_champion,check}    who promoted it, when and why
@@ -103,13 +106,19 @@ class Provenance(_TagRecord):
     data_dvc_md5: str | None = None
     params_hash: str | None = None
     git_commit: str | None = None
+    git_dirty: str | None = None  # "true" | "false" | "unknown" (not a git checkout)
+    git_diff_sha256: str | None = None
+    evaluated_commit: str | None = None
+    checkpoint_dvc_md5: str | None = None
     train_groups: int | None = None  # train-split groups of train.tasks / train.domains (one row each)
     train_prompts: int | None = None  # their prompts (members), each sampled K times a step
 
     @classmethod
     def tag(cls, name: str) -> str:
         return {"data_sha256": "data.sha256", "data_dvc_md5": "data.dvc_md5", "params_hash": "params.hash",
-                "git_commit": "git.commit", "train_groups": "data.train_groups",
+                "git_commit": "git.commit", "git_dirty": "git.dirty", "git_diff_sha256": "git.diff_sha256",
+                "evaluated_commit": "git.evaluated_commit", "checkpoint_dvc_md5": "dvc.checkpoint_md5",
+                "train_groups": "data.train_groups",
                 "train_prompts": "data.train_prompts"}[name]  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from components.code_version import code_version
 from components.config import Params
 from components.contracts.checkpoint import (
     ADAPTER_DIR,
@@ -354,6 +355,7 @@ def evaluation_summary(
     content["candidate"] = params.eval.candidate.model_dump()
     if evaluated is not None:
         content["evaluated"] = evaluated.to_dict()
+    content["code"] = code_version().to_dict()
     content["helpfulness_definition"] = {"scope": params.reward.entropy_scope, "max_words": params.reward.entropy_max_words}
     content["engine"] = frames.engine.to_dict()
     return EvaluationSummary.from_dict(content)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.code_version import DIRTY_TAG, CodeVersion, code_version
 from components.config import Params
 from components.contracts.checkpoint import adapter_files
 from components.contracts.errors import UserError
@@ -142,15 +142,6 @@ def params_hash(params: Params) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def git_commit(root: Path) -> str:
-    """HEAD of the repository at `root`, or 'unknown' (not a repository, no git)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def dvc_md5(folder: Path) -> str:
     """DVC's own hash of a folder (`<md5>.dir`, as in dvc.lock), or 'unknown' when it is missing."""
     from dvc_data.hashfile.build import build
@@ -165,21 +156,28 @@ def dvc_md5(folder: Path) -> str:
     return obj.hash_info.value
 
 
-def version_provenance(params: Params) -> Provenance:
+def version_provenance(params: Params, evaluated_code: CodeVersion | None = None) -> Provenance:
     """What a registered version is built from: the group files (this hasher's digest and DVC's
     md5), how many groups and prompts of them `train` selects (not recorded without group files),
-    the params and the code."""
+    the params, the checkpoint's DVC md5, the code that registers it (`code_version`) and the code
+    that evaluated it (`evaluated_code`, metrics.json's `code`)."""
+    from components.contracts.checkpoint import CheckpointLayout
     from components.data.selection import training_groups
 
     try:
         groups = training_groups(params.paths.groups, params.train)
     except FileNotFoundError:
         groups = None
+    code = code_version()
     return Provenance(
         data_sha256=files_sha256(sorted(params.paths.groups.glob("*.jsonl"))),
         data_dvc_md5=dvc_md5(params.paths.groups),
         params_hash=params_hash(params),
-        git_commit=git_commit(params.root),
+        git_commit=code.commit,
+        git_dirty=code.to_tags()[DIRTY_TAG],
+        git_diff_sha256=code.diff_sha256,
+        evaluated_commit=None if evaluated_code is None else evaluated_code.short,
+        checkpoint_dvc_md5=dvc_md5(CheckpointLayout(params.paths.checkpoints).latest),
         train_groups=None if groups is None else len(groups),
         train_prompts=None if groups is None else sum(len(g.members) for g in groups),
     )

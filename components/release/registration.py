@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.code_version import CodeVersion
 from components.config import Params
 from components.contracts.atomic import atomic_write_json
 from components.contracts.summary import EvaluationSummary
@@ -98,7 +99,13 @@ def gate_and_register(params: Params, summary: EvaluationSummary, metrics_path: 
             params.paths.base_model,
             reg.model_name,
             reg.alias,
-            registration_tags(decision, current_champion, summary, version_provenance(params), version_params(params)),
+            registration_tags(
+                decision,
+                current_champion,
+                summary,
+                version_provenance(params, CodeVersion.from_dict(summary.code and summary.code.to_dict())),
+                version_params(params),
+            ),
             dtype=params.model.dtype,
             package_base_model=reg.package_base_model,
             fingerprint=registration_fingerprint(adapter, metrics_path),

@@ -1,15 +1,25 @@
-"""The README's reference `make run`, read from the run in git: `data/reports/metrics.json`, `dvc.lock`
-and the run's committed console log with its wall clock (`results/speed/make_run.txt`).
+"""The README's reference `make run`, read from its committed copy in `results/reference-run/`
+(`metrics.json` and `dvc.lock` of that run) and the run's console log with its wall clock
+(`results/speed/make_run.txt`).
 
-`dvc.lock` records the params the committed run was trained and registered with; the gate verdict is
-those recorded gates applied to the committed evaluation (`components.release.gate.evaluate_gates`),
-each refused gate with its value against its threshold. Nothing here runs a model.
+No run writes there: a user's `make run` writes its own reports to `data/reports/` and its own
+`dvc.lock`, where DVC expects them (`dvc metrics diff` compares them with HEAD), and the README's
+figures stay those of the reference. Only the explicit command copies a run into the reference:
+
+    python -m components.study.reference_run --refresh   # data/reports/metrics.json and dvc.lock -> results/reference-run/
+
+The copied `dvc.lock` records the params the run was trained and registered with; the gate verdict
+is those recorded gates applied to its evaluation (`components.release.gate.evaluate_gates`), each
+refused gate with its value against its threshold. Nothing here runs a model.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -19,8 +29,10 @@ from components.config import GateConfig
 from components.formatting import number, percent, typographic
 from components.release.gate import evaluate_gates
 
-METRICS = Path("data/reports/metrics.json")
-LOCK = Path("dvc.lock")
+REFERENCE = Path("results/reference-run")
+METRICS = REFERENCE / "metrics.json"  # a copy of the reference run's data/reports/metrics.json
+LOCK = REFERENCE / "dvc.lock"  # a copy of the dvc.lock that run left
+RUN_FILES = {Path("data/reports/metrics.json"): METRICS, Path("dvc.lock"): LOCK}  # where a run writes -> the reference's copy
 TIMING = Path("results/speed/make_run.txt")  # `make run`'s console summary and /usr/bin/time's report, one run
 WIDTH = 100  # the README's prose width
 PAPER_WEIGHTS = {"entropy_helpfulness", "stability"}  # the paper's reward: a·H_norm + b·F_norm
@@ -85,8 +97,39 @@ def reference_run_lines(root: Path, links_from: str = "") -> list[str]:
     decision = evaluate_gates(metrics, GateConfig(**_stage_params(lock, "register")["gate"]))
     verdict = "pass them all" if decision.passed else f"refuse it: {', '.join(_refusal(r) for r in decision.reasons())}"
     sentence = (
-        f"{timing_sentence(root, links_from)} The reference run in git (`data/reports/`, `dvc.lock`) was trained with "
+        f"{timing_sentence(root, links_from)} The reference run (`results/reference-run/`) was trained with "
         f"{objective(_stage_params(lock, 'train'))}; on its {c['n_groups']} held-out groups the gap went "
-        f"{number(c['base_mean_gap'])} → {number(c['tuned_mean_gap'])} ({_change(gap)}) and the gates `dvc.lock` records {verdict}."
+        f"{number(c['base_mean_gap'])} → {number(c['tuned_mean_gap'])} ({_change(gap)}) and the gates its `dvc.lock` records {verdict}."
     )
     return textwrap.wrap(sentence, WIDTH, break_on_hyphens=False)
+
+
+def refresh(root: Path) -> list[Path]:
+    """Copy the run in `root`'s `data/reports/metrics.json` and `dvc.lock` into the reference; the copies."""
+    root = Path(root)
+    missing = [str(source) for source in RUN_FILES if not (root / source).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{', '.join(missing)}: no run to take as the reference; run `make run` first")
+    (root / REFERENCE).mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(root / source, root / target)) for source, target in RUN_FILES.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The README's reference `make run` (module docstring).")
+    parser.add_argument("--refresh", action="store_true", help="take the run in data/reports/ and dvc.lock as the reference")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the project root")
+    args = parser.parse_args(argv)
+    if not args.refresh:
+        print("\n".join(reference_run_lines(args.root)))
+        return 0
+    try:
+        copies = refresh(args.root)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"the reference run is now {', '.join(map(str, copies))}: run `python -m components.study.headlines --write`")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

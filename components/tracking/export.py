@@ -157,7 +157,10 @@ def model_card(name: str, version, provenance: dict, tracking_uri: str, dtype: s
         ("groups files SHA-256", built_from.data_sha256), ("DVC md5", built_from.data_dvc_md5),
         ("training groups (train split, train.tasks / train.domains)", built_from.train_groups),
         ("training prompts (the groups' variants)", built_from.train_prompts),
-        ("params hash", built_from.params_hash), ("git commit", built_from.git_commit))]  # fmt: skip
+        ("params hash", built_from.params_hash), ("git commit", built_from.git_commit),
+        ("uncommitted code changes", built_from.git_dirty), ("their SHA-256", built_from.git_diff_sha256),
+        ("evaluated by the code at", built_from.evaluated_commit),
+        ("checkpoint DVC md5", built_from.checkpoint_dvc_md5))]  # fmt: skip
     data += [
         (f"held-out {what} evaluated", f"{record.metrics[path]:g}" if path in record.metrics else NOT_RECORDED) for what, path in EVALUATED
     ]

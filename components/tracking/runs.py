@@ -17,6 +17,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from components.code_version import code_version
 from components.config import TrackingConfig
 from components.contracts.errors import Preempted, UserError
 
@@ -25,8 +26,10 @@ _CLEANED: set[tuple[str, str]] = set()  # (tracking URI, experiment id) whose or
 
 
 def _owner_tags() -> dict[str, str]:
-    """Who runs a run: a run left RUNNING whose process is gone is closed by the next one (`close_orphaned_runs`)."""
-    return {OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid())}
+    """Who runs a run (a run left RUNNING whose process is gone is closed by the next one,
+    `close_orphaned_runs`) and the code it runs (`components.code_version`: MLflow's
+    `mlflow.source.git.commit`, the dirty flag and the diff's digest)."""
+    return {OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid()), **code_version().to_tags()}
 
 
 def _first_use_lock(uri: str, timeout: float = 300):
@@ -263,8 +266,9 @@ def step_run(
                 mlflow.log_params(dict(list(flat.items())[start : start + 90]))
         try:
             yield run.info.run_id
-        except (Preempted, KeyboardInterrupt):  # stopped, not failed: KILLED, as MLflow's UI shows a cancelled run
-            mlflow.end_run("KILLED")
+        except BaseException as exc:
+            if stopped_status(exc) == "KILLED":  # stopped, not failed: KILLED, as MLflow's UI shows a cancelled run
+                mlflow.end_run("KILLED")
             raise
 
 
@@ -341,9 +345,47 @@ def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str] | N
     return run.info.run_id
 
 
+def log_params_to(run_id: str, params: Mapping[str, Any]) -> None:
+    """Every leaf of a (nested) params mapping as a param of run `run_id`, by its dotted name
+    ("train.lr": "0.0003"; None as "null"), in MLflow's batches of at most 100."""
+    import mlflow
+    from mlflow.entities import Param
+
+    flat = [Param(k, "null" if v is None else str(v)) for k, v in flatten(params).items()]
+    client = mlflow.MlflowClient()
+    for start in range(0, len(flat), 100):
+        client.log_batch(run_id, params=flat[start : start + 100])
+
+
+def close_runs_tagged(cfg: TrackingConfig, tag: str, value: str, status: str, reason: str) -> list[str]:
+    """Close, as `status`, the RUNNING runs tagged `tag` = `value` and their RUNNING child runs
+    (`mlflow.parentRunId`), each tagged with why (`groupwise.closed_because`); their ids."""
+    import mlflow
+
+    if not value:
+        return []
+    experiment_id = configure(cfg)
+    client = mlflow.MlflowClient()
+    closed: list[str] = []
+    tagged = client.search_runs([experiment_id], f"tags.`{tag}` = '{value}'", max_results=1000)
+    for parent in tagged:
+        children = client.search_runs(
+            [experiment_id], f"attributes.status = 'RUNNING' and tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=1000
+        )
+        for run in [*children, parent]:
+            if run.info.status == "RUNNING":
+                client.set_tag(run.info.run_id, "groupwise.closed_because", reason)
+                client.set_terminated(run.info.run_id, status=status)
+                closed.append(run.info.run_id)
+    return closed
+
+
 def stopped_status(exc: BaseException) -> str:
-    """The status of a run ended by `exc`: KILLED for a stop signal (`Preempted`, Ctrl-C), else FAILED."""
-    return "KILLED" if isinstance(exc, (Preempted, KeyboardInterrupt)) else "FAILED"
+    """The status of a run ended by `exc`: KILLED for a stop from outside, else FAILED. A stop is
+    `Preempted` (the trainer saved its state after SIGTERM) or any BaseException that is not an
+    Exception: Ctrl-C, SystemExit, and the termination signal an orchestrator raises in a run it
+    cancels (Prefect's `TerminationSignal`)."""
+    return "KILLED" if isinstance(exc, Preempted) or not isinstance(exc, Exception) else "FAILED"
 
 
 def end_parent_run(run_id: str, status: str = "FINISHED") -> None:

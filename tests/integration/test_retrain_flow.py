@@ -8,11 +8,12 @@ import pytest
 from mlflow import MlflowClient
 from prefect.artifacts import Artifact
 
+from components.code_version import code_version
 from components.config import load_params
-from components.release.binding import EvaluationBinding
+from components.release.binding import EvaluationBinding, dvc_md5
 from components.release.gate import evaluate_gates
 from flows import steps
-from flows.retrain import retrain
+from flows.retrain import FLOW_RUN_TAG, retrain
 from tests.conftest import make_project, seed_tiny_model
 from tests.integration.registry_helpers import assert_serves_adapter
 
@@ -35,6 +36,11 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     assert str(version.version) == reg["version"]
     for tag in ("data.sha256", "params.hash", "git.commit", "gate.passed", "gate.gap_reduction"):
         assert tag in version.tags
+    # every run, metrics.json and the version name the code that ran (this checkout's commit and state)
+    code = code_version()
+    assert (version.tags["git.commit"], version.tags["git.dirty"]) == (code.commit, code.to_tags()["groupwise.git.dirty"])
+    assert version.tags["git.evaluated_commit"] == code.short
+    assert version.tags["dvc.checkpoint_md5"] == dvc_md5(params.paths.checkpoints / "latest")
 
     # one parent run with one finished child run per step, each with what it logged
     parent = client.get_run(summary.parent_run_id)
@@ -46,6 +52,10 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     assert version.description.startswith("Passed all") and "Held-out gap on gender" in version.description
     children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{summary.parent_run_id}'")
     assert sorted(r.info.run_name for r in children) == sorted(STEPS)
+    for run in [parent, *children]:
+        assert {k: run.data.tags.get(k) for k in code.to_tags()} == code.to_tags(), run.info.run_name
+    assert parent.data.params["train.lr"] == "0.002" and parent.data.params["profile"] == "tiny"  # the resolved params
+    assert parent.data.tags[FLOW_RUN_TAG]  # the Prefect flow run it belongs to (the state hooks find it by this)
     by_name = {r.info.run_name: r for r in children}
     assert "train.reward_mean" in by_name["train"].data.metrics
     assert "eval.consistency.base_mean_gap" in by_name["evaluate"].data.metrics
@@ -66,6 +76,7 @@ def test_retrain_registers_a_challenger_that_generates(project, tiny_model_dir, 
     # the step outputs are where params.yaml says
     metrics = json.loads((params.paths.reports / "metrics.json").read_text())
     assert metrics["consistency"]["n_groups"] == 6
+    assert metrics["code"] == code.to_dict()
     # BBQ in every evaluation (the tiny profile's one set of four items), reported and gated by nothing
     bbq = metrics["bbq"]
     assert (bbq["n_items"], bbq["n_ambiguous"], bbq["n_disambiguated"]) == (4, 2, 2) and bbq["chance_accuracy"] == pytest.approx(1 / 3)

@@ -1,7 +1,8 @@
 """Scheduled retraining on a real Prefect server with a real MLflow server (PostgreSQL when
 available): `groupwise schedule` creates a cron deployment whose scheduled runs appear, and a
 triggered run of it (the whole retrain flow, tiny profile) completes and registers a model that
-loads from the server's registry. `prefect deploy` of prefect.yaml creates the team deployment,
+loads from the server's registry, and a second triggered run cancelled through Prefect's API while it
+trains leaves its MLflow runs KILLED (the flow's on_cancellation hook, run by the runner). `prefect deploy` of prefect.yaml creates the team deployment,
 whose process worker runs one flow run of it at a time (concurrency_limit: 1)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from zoneinfo import ZoneInfo
 import mlflow
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from components.config import load_params
 from tests.conftest import ROOT, make_project, seed_tiny_model
@@ -50,6 +52,9 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(tmp_pat
     )
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Cancelling
+
+    from flows.retrain import FLOW_RUN_TAG
 
     tracking_uri, backend = mlflow_server_url
     paris = ZoneInfo("Europe/Paris")
@@ -84,6 +89,25 @@ def test_schedule_serves_a_cron_deployment_whose_triggered_run_completes(tmp_pat
 
             run = run_deployment(f"retrain/{deployment.name}", timeout=600, poll_interval=2)
             assert run.state.is_completed(), f"{run.state}\n{log.read_text()[-4000:]}"
+
+            # a run cancelled through Prefect's API while it trains: the runner stops it, the stopped flow
+            # (or, where it could not, its on_cancellation hook) marks its MLflow runs KILLED, with no other command run
+            stopped = run_deployment(f"retrain/{deployment.name}", timeout=0)
+            tracking = MlflowClient(tracking_uri)
+            experiment = tracking.get_experiment_by_name(load_params(project / "params.yaml").tracking.experiment).experiment_id
+
+            def runs_of_stopped() -> tuple:
+                (parent,) = tracking.search_runs([experiment], f"tags.`{FLOW_RUN_TAG}` = '{stopped.id}'") or (None,)
+                found = [] if parent is None else tracking.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+                return parent, {r.info.run_name: r.info.status for r in found}
+
+            wait_for("the cancelled run's training", lambda: runs_of_stopped()[1].get("train") == "RUNNING", 300, served, log)
+            client.set_flow_run_state(stopped.id, Cancelling(), force=True)
+            wait_for("its MLflow runs closed", lambda: runs_of_stopped()[0].info.status != "RUNNING", 120, served, log)
+            parent, children = runs_of_stopped()
+            assert parent.info.status == "KILLED" and children["train"] == "KILLED", (parent.info.status, children, log.read_text()[-3000:])
+            assert "RUNNING" not in children.values()
+            assert wait_for("cancelled", lambda: client.read_flow_run(stopped.id).state.is_cancelled(), 60, served, log)
     finally:
         if served.poll() is None:
             os.killpg(served.pid, signal.SIGINT)

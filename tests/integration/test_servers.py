@@ -12,9 +12,10 @@ import yaml
 from prefect import flow
 
 from components.config import load_params
+from components.hashing import file_sha256
 from flows import caching
 from flows.retrain import _run_cached, build_task
-from tests.conftest import make_project
+from tests.conftest import ROOT, make_project
 from tests.integration.servers import DelayedProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -71,3 +72,18 @@ def test_build_retries_through_a_tracking_outage_then_is_cached(tmp_path, mlflow
     changed = load_params(project / "params.yaml")
     assert caching.input_key("build", changed) != caching.input_key("build", params)
     assert build_only(str(project / "params.yaml"))[1] is False
+
+    # a user's own groups file edited in place: its content keys the step, so the edited rows are built
+    own = project / "data" / "mine.jsonl"
+    shutil.copy2(ROOT / "data" / "examples" / "groups.jsonl", own)
+    raw["data"]["groups_file"] = "data/mine.jsonl"
+    (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    first_id, cached = build_only(str(project / "params.yaml"))
+    own.write_text("".join(own.read_text().splitlines(keepends=True)[:8]))  # 13 rows cut to 8, same path
+    second_id, cached_again = build_only(str(project / "params.yaml"))
+    client = mlflow.MlflowClient(tracking_uri=url)
+    first, second = client.get_run(first_id).data, client.get_run(second_id).data
+    assert not cached and not cached_again and second_id != first_id
+    assert sum(v for k, v in first.metrics.items() if k.startswith("groups.")) == 7  # the example's 7 groups
+    assert sum(v for k, v in second.metrics.items() if k.startswith("groups.")) == 4  # its first 8 rows: 4 groups
+    assert second.tags["data.source_sha256"] == file_sha256(own) != first.tags["data.source_sha256"]

@@ -136,6 +136,19 @@ def test_the_cli_sets_what_make_sets_unless_the_environment_has_it():
     assert shown == RUNTIME_DEFAULTS | {"TOKENIZERS_PARALLELISM": "true"}
 
 
+def test_make_echoes_no_recipe_line_so_the_first_line_a_newcomer_sees_is_groupwise_s():
+    """Every recipe line of the Makefile starts with `@` (make prints none of them); the install says
+    what it does in its own `groupwise:` lines."""
+    import re
+
+    makefile = (ROOT / "Makefile").read_text()
+    body = re.sub(r"^define .*?^endef$", "", makefile, flags=re.MULTILINE | re.DOTALL)  # a macro's lines run inside @ lines
+    recipe_lines = re.findall(r"^\t(.*)$", body, re.MULTILINE)
+    assert recipe_lines and [line for line in recipe_lines if not line.startswith("@")] == []
+    install = body[body.index("$(VENV)/.installed:") :]
+    assert re.search(r'^\t@echo "groupwise: ', install, re.MULTILINE)
+
+
 def test_versions_on_an_empty_registry_says_how_to_get_one(tmp_path):
     project = make_project(tmp_path / "p", "default")
     result = runner.invoke(app, ["versions", "-p", str(project / "params.yaml")])

@@ -784,7 +784,7 @@ def test_length_growth_refuses_consistency_bought_with_length():
     grpo = json.loads((root / "results/consistency/arms/grpo/metrics.json").read_text())
     _, gate = result(grpo, "length_growth", GateConfig())
     assert not gate.passed and gate.value == pytest.approx(171.593 / 61.377 - 1, abs=1e-3) and "relative growth" in gate.reason
-    reference = json.loads((root / "data/reports/metrics.json").read_text())["consistency"]
+    reference = json.loads((root / "results/reference-run/metrics.json").read_text())["consistency"]
     growth = reference["tuned_mean_words"] / reference["base_mean_words"] - 1
     _, gate = result({"consistency": reference}, "length_growth", GateConfig())
     assert gate.value == pytest.approx(growth) and gate.passed is (growth <= GateConfig().max_length_growth)

@@ -101,3 +101,17 @@ def test_train_precision_auto_is_bf16_only_where_the_machine_computes_it_and_is_
     assert [Params.model_validate({"train": {"precision": p}}).train.precision for p in ("fp32", "bf16")] == ["fp32", "bf16"]
     with pytest.raises(ValueError, match="precision"):
         Params.model_validate({"train": {"precision": "fp16"}})
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "kind", "native"),
+    [(X86_EMULATED, "without AVX-512 or BF16", "emulated: auto takes float32"), (X86_NATIVE, "AMX-BF16", "native"),
+     ("model name\t: Xeon\nflags\t\t: avx2 avx512f\n", "AVX-512 without BF16", "emulated"),
+     ("model name\t: EPYC\nflags\t\t: avx2 avx512f avx512_bf16\n", "AVX512-BF16", "native")],
+)  # fmt: skip
+def test_the_run_starts_with_one_line_naming_the_cpu_kind_and_what_auto_chose(cpu, cpuinfo, kind, native):
+    cpu(cpuinfo)
+    assert machine.cpu_kind() == kind
+    line = machine.machine_line(machine.resolve_dtype("auto"), machine.resolve_precision("auto"))
+    assert f"({kind})" in line and f"bfloat16 {native}" in line
+    assert line.endswith("engines bfloat16, training bf16" if native == "native" else "engines float32, training fp32")
