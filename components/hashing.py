@@ -1,15 +1,12 @@
 """SHA-256 of files, streamed: the one file hasher of provenance, bindings, manifests, data tags,
-validation reports and cache keys. Three recipes, each the one its digests were always made with
-(they are recorded in registered versions, metrics.json, validation reports and cache keys):
+and validation reports. Two recipes, each the one its digests were always made with (they are
+recorded in registered versions, metrics.json and validation reports):
 
 - `file_sha256(path)`: the file's bytes.
 - `files_sha256(paths)` (`folder_files_sha256`: of a folder's own files): in sorted order, each file's name, then its bytes. With `absent_ok`, a
   missing file is hashed as absent instead of failing; every file is then framed as
   ``name:size:`` before its bytes, size -1 for an absent one, so that an absent file and an empty
   one differ (the groups files of a validation report).
-- `tree_sha256(roots)`: every file under each root (a file, or a folder walked in sorted order,
-  `__pycache__` left out), its path relative to the root (a file: its name), then the SHA-256 of
-  its bytes (the inputs of a cached step).
 
 Standard library only.
 """
@@ -55,24 +52,3 @@ def folder_files_sha256(folder: Path) -> str:
     """`files_sha256` of the files directly in `folder` (its subfolders left out): an adapter's hash,
     as metrics.json's binding, the registration fingerprint and the LoggedModel tag record it."""
     return files_sha256([p for p in Path(folder).iterdir() if p.is_file()])
-
-
-def tree_files(path: Path) -> list[Path]:
-    """The files `tree_sha256` reads under `path`: itself (a file), every file below it (a folder,
-    sorted, `__pycache__` left out), or none (missing)."""
-    path = Path(path)
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return []
-
-
-def tree_sha256(roots: Iterable[Path]) -> str:
-    """One digest over the files of `roots` (in the order given), by relative path and content digest."""
-    digest = hashlib.sha256()
-    for root in map(Path, roots):
-        for file in tree_files(root):
-            digest.update(str(file.relative_to(root) if root.is_dir() else file.name).encode())
-            digest.update(bytes.fromhex(file_sha256(file)))
-    return digest.hexdigest()

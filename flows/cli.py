@@ -253,6 +253,7 @@ def retrain(
     }
     for label, path in files.items():
         out.print(f"  {label}: {escape(path)}")
+    out.print(f"DVC: {escape(summary.dvc)}")
     out.print(f"MLflow: {resolved.tracking.uri} (experiment '{resolved.tracking.experiment}', parent run {summary.parent_run_id})")
     out.print(f"  browse: mlflow ui --backend-store-uri {resolved.tracking.uri}")
     reg = summary.registration

@@ -1,17 +1,20 @@
-"""Prefect flow `retrain`: build -> prepare model -> validate -> prepare benchmarks -> train ->
-evaluate -> gate/register.
+"""Prefect flow `retrain`: the stages of dvc.yaml in their dependency order (`flows.pipeline`):
+prepare benchmarks -> build -> prepare model -> validate -> train -> evaluate -> gate/register.
 
-Thin by design: each task calls one step of `flows.steps`. One MLflow parent run holds a child run
-per step. A failing validation stops the flow before training; a refused gate registers nothing.
+Thin by design: each task runs one stage's step (`flows.steps`), the function its `groupwise <step>`
+command calls. One MLflow parent run holds a child run per step. A failing validation stops the flow
+before training; a refused gate registers nothing.
 
+- One definition: dvc.yaml declares the stages, their deps, params and outs; this flow runs them and
+  records each in DVC (`dvc commit`), and DVC's hashes decide when build and prepare-model are up to
+  date (`flows.pipeline`: what is recorded, when, and when not).
 - Retries: every task retries (`tracking.retries` times, `tracking.retry_delay_seconds` apart) on
   a *transient* fault only (`runs.is_transient`: tracking server unreachable, database locked);
   bad data or a failed gate fails at once. Registration is idempotent (see `steps.register`), so
-  retrying it cannot add a second version.
-- Caching (`flows.caching`): build and prepare-model are served from Prefect's cache
-  when their inputs (params sections, source files, templates) are unchanged *and* their output
-  folders are as the last run left them; a DVC run that deleted or rewrote them forces a rebuild.
-  Train/evaluate/register are never cached (costly to key, and their outputs are DVC outs).
+  retrying it cannot add a second version. Each task has a time limit
+  (`tracking.step_timeout_seconds`).
+- State hooks: a failed, crashed or cancelled flow run closes its MLflow runs FAILED or KILLED
+  (`close_runs_of_flow_run`), also where the stopped process could not.
 - Artifacts: validation summary, evaluation summary (the report's summary.md) and metrics table,
   gate verdicts, and the run summary.
 """
@@ -19,7 +22,8 @@ per step. A failing validation stops the flow before training; a refused gate re
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow, task
@@ -29,7 +33,7 @@ from prefect.cache_policies import NO_CACHE
 from components.config import Params, assignments_to_overrides, load_params, with_overrides
 from components.contracts.summary import EvaluationSummary, read_summary
 from components.tracking import runs
-from flows import caching, steps
+from flows import pipeline, steps
 from flows.steps import StepResult
 
 
@@ -40,34 +44,11 @@ def transient_fault(task, task_run, state) -> bool:
 
 
 def _step_task(name: str, fn):
-    # DVC outputs are rewritten each run: never served from a cache (DVC deletes outs before a stage runs).
+    # a stage's outputs are rewritten each run and recorded by DVC: never served from Prefect's cache
     return task(fn, name=name, cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 
 
-def _cached_task(name: str, step: str):
-    """A task whose result (a plain dict, JSON-persisted: no pickle) is cached on the step's inputs."""
-
-    def run_step(params: Params, parent_run_id: str | None = None) -> dict:
-        return asdict(steps.STEPS[step](params, parent_run_id))
-
-    run_step.__name__ = run_step.__qualname__ = f"run_{step.replace('-', '_')}"
-    return task(
-        run_step,
-        name=name,
-        cache_key_fn=caching.cache_key_fn(step),
-        persist_result=True,
-        result_serializer="json",
-        retry_condition_fn=transient_fault,
-    )
-
-
-build_task = _cached_task("build", "build")
-validate_task = _step_task("validate", steps.validate)
-prepare_model_task = _cached_task("prepare-model", "prepare-model")
-prepare_benchmarks_task = _step_task("prepare-benchmarks", steps.prepare_benchmarks)  # idempotent: checks hashes, fetches once
-train_task = _step_task("train", steps.train)
-evaluate_task = _step_task("evaluate", steps.evaluate)
-register_task = _step_task("register", steps.register)  # idempotent: safe to retry
+STEP_TASKS = {step: _step_task(step, fn) for step, fn in steps.STEPS.items()}  # register is idempotent: safe to retry
 open_parent_task = task(runs.start_parent_run, name="open-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 close_parent_task = task(runs.end_parent_run, name="close-mlflow-run", cache_policy=NO_CACHE, retry_condition_fn=transient_fault)
 
@@ -77,7 +58,7 @@ class RetrainSummary:
     parent_run_id: str
     profile: str
     results: list[StepResult] = field(default_factory=list)
-    cached: list[str] = field(default_factory=list)  # steps served from Prefect's cache
+    dvc: str = ""  # what DVC recorded of the run (or why nothing)
 
     @property
     def registration(self) -> dict:
@@ -86,7 +67,7 @@ class RetrainSummary:
     def markdown(self) -> str:
         lines = [f"# groupwise retrain ({self.profile})", "", f"MLflow parent run: `{self.parent_run_id}`", ""]
         lines += ["| step | MLflow run | result |", "|---|---|---|"]
-        lines += [f"| {r.step} | `{r.run_id}` | {'(cached) ' if r.step in self.cached else ''}{r.summary} |" for r in self.results]
+        lines += [f"| {r.step} | `{r.run_id}` | {r.summary} |" for r in self.results]
         return "\n".join(lines)
 
 
@@ -123,28 +104,23 @@ def metrics_rows(summary: EvaluationSummary) -> list[dict]:
     return rows
 
 
-def _run(step_task, params: Params, parent: str, **options):
-    configured = step_task.with_options(
+def _run(step: str, params: Params, parent: str, **options) -> StepResult:
+    configured = STEP_TASKS[step].with_options(
         retries=params.tracking.retries,
         retry_delay_seconds=params.tracking.retry_delay_seconds,
-        timeout_seconds=params.tracking.step_timeout(step_task.name),
+        timeout_seconds=params.tracking.step_timeout(step),
     )
     return configured(params, parent, **options)
 
 
-def _run_cached(step_task, step: str, params: Params, parent: str) -> tuple[StepResult, bool]:
-    """Run a cached step; force a fresh run when its outputs are not what the last run left."""
-    intact = caching.outputs_intact(step, params)
-    configured = step_task.with_options(
-        retries=params.tracking.retries,
-        retry_delay_seconds=params.tracking.retry_delay_seconds,
-        timeout_seconds=params.tracking.step_timeout(step),
-        refresh_cache=not intact,
-    )
-    state = configured(params, parent, return_state=True)
-    result = StepResult(**state.result())
-    caching.record_outputs(step, params)
-    return result, state.name == "Cached"
+def as_in_params_file(params_path: Path, params: Params) -> bool:
+    """Whether `params` are what params.yaml alone resolves to (its own `profile` key, no environment,
+    no `-S`): only then can dvc.lock, which reads params.yaml, say what ran."""
+    import yaml
+
+    raw = yaml.safe_load(Path(params_path).read_text()) or {}
+    listed = load_params(params_path, str(raw.get("profile") or "default"))
+    return listed.model_dump(mode="json") == params.model_dump(mode="json")
 
 
 HEADLINE = ("base_mean_gap", "tuned_mean_gap", "relative_gap_reduction", "q_value", "base_helpfulness", "tuned_helpfulness",
@@ -155,6 +131,33 @@ def headline_metrics(evaluation) -> dict[str, float]:
     """The figures a retrain is judged by, for the parent run (the runs table compares retrains by them)."""
     c = evaluation.consistency
     return {f"headline.{name}": getattr(c, name) for name in HEADLINE if getattr(c, name, None) is not None}
+
+
+def _run_stage(step: str, params: Params, parent: str, resume: bool) -> StepResult:
+    """One stage's step as a task, with what the flow shows of it (Prefect artifacts, the parent's metrics)."""
+    if step == "validate":
+        try:
+            return _run(step, params, parent)
+        finally:
+            report = params.paths.validation / "report.json"
+            if report.is_file():
+                create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
+    result = _run(step, params, parent, **({"resume": resume} if step == "train" else {}))
+    if step == "evaluate":
+        create_markdown_artifact(
+            Path(result.outputs["summary"]).read_text(), key="evaluation-summary", description="base vs tuned, held-out"
+        )
+        evaluation = read_summary(Path(result.outputs["metrics"]))
+        create_table_artifact(metrics_rows(evaluation), key="evaluation-metrics", description="base vs tuned, held-out")
+        runs.log_metrics_to(parent, headline_metrics(evaluation))  # retrains compared in the runs table
+    elif step == "register":
+        runs.log_metrics_to(parent, {"gate.passed": float(bool(result.metrics["passed"]))})
+        create_table_artifact(
+            [{k: g[k] for k in ("name", "value", "threshold", "passed", "reason")} for g in result.metrics["gates"]],
+            key="gate-verdicts",
+            description=f"gates {'passed' if result.metrics['passed'] else 'failed'}",
+        )
+    return result
 
 
 FLOW_RUN_TAG = "groupwise.prefect.flow_run_id"  # on the parent run: the Prefect flow run it belongs to
@@ -185,6 +188,12 @@ def _flow_run_id() -> str:
     return str(flow_run.id or "")
 
 
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.name or "run")
+
+
 @flow(
     name="retrain",
     log_prints=True,
@@ -206,39 +215,29 @@ def retrain(
     summary = RetrainSummary(parent, params.profile)
     runs.log_params_to(parent, params.model_dump(mode="json", exclude=set(PARENT_EXCLUDED)))  # retrains compared by any knob
 
-    def record(result: StepResult, cached: bool = False) -> None:
+    def record(result: StepResult) -> None:
         summary.results.append(result)
-        if cached:
-            summary.cached.append(result.step)
-        print(f"[{result.step}] {'(cached) ' if cached else ''}{result.summary}")
+        print(f"[{result.step}] {result.summary}")
 
+    differ = (
+        "this run's params differ from params.yaml's (--profile, -S or GROUPWISE_PROFILE); `dvc exp run -S key=value` records such a run"
+    )
     try:
-        record(_run(prepare_benchmarks_task, params, parent))  # first: decision groups (data.decision_groups) are built from it
-        record(*_run_cached(build_task, "build", params, parent))
-        record(*_run_cached(prepare_model_task, "prepare-model", params, parent))  # its tokenizer checks the prompts
-        try:
-            record(_run(validate_task, params, parent))
-        finally:
-            report = params.paths.validation / "report.json"
-            if report.is_file():
-                create_markdown_artifact(validation_markdown(report), key="validation-summary", description="GX validation")
-        record(_run(train_task, params, parent, resume=resume))
-        evaluated = _run(evaluate_task, params, parent)
-        record(evaluated)
-        create_markdown_artifact(
-            Path(evaluated.outputs["summary"]).read_text(), key="evaluation-summary", description="base vs tuned, held-out"
-        )
-        evaluation = read_summary(Path(evaluated.outputs["metrics"]))
-        create_table_artifact(metrics_rows(evaluation), key="evaluation-metrics", description="base vs tuned, held-out")
-        runs.log_metrics_to(parent, headline_metrics(evaluation))  # retrains compared in the runs table
-        registered = _run(register_task, params, parent)
-        record(registered)
-        runs.log_metrics_to(parent, {"gate.passed": float(bool(registered.metrics["passed"]))})
-        create_table_artifact(
-            [{k: g[k] for k in ("name", "value", "threshold", "passed", "reason")} for g in registered.metrics["gates"]],
-            key="gate-verdicts",
-            description=f"gates {'passed' if registered.metrics['passed'] else 'failed'}",
-        )
+        recorded = as_in_params_file(Path(params_path), params)
+        with pipeline.dvc_record(params.root) if recorded else nullcontext((None, differ)) as (dvc, why_not):
+            if dvc is None:
+                summary.dvc = f"not recorded in DVC: {why_not}"
+                print(f"[dvc] {summary.dvc}")
+            else:
+                pipeline.check_declared(params.root, params.data.groups_file)
+            for stage in pipeline.stages(params.root):
+                record(_run_stage(stage.step, params, parent, resume))
+                if dvc is not None:
+                    dvc.commit(stage.name)
+            if dvc is not None:
+                saved = dvc.save_experiment(f"retrain-{_flow_run_name()}")
+                summary.dvc = f"recorded in dvc.lock and DVC's cache (`dvc push` sends it); {saved}"
+                print(f"[dvc] {summary.dvc}")
     except BaseException as exc:
         close_parent_task(parent, runs.stopped_status(exc))
         raise

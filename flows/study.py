@@ -20,8 +20,10 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from components.code_version import code_version
 from components.config import Params, ParamsError
 from components.contracts.checkpoint import CheckpointLayout, latest_train_state, read_state
+from components.contracts.errors import UserError
 from components.contracts.summary import SUMMARY_FILE
 from components.machine import machine_record
 from components.study.domain import (
@@ -112,6 +114,21 @@ def restore_start_adapter(params: Params, study: Study, name: str, parent: str) 
     train_arm(start_params, study, start, parent, resume)
 
 
+class DirtyTreeError(UserError, RuntimeError):
+    """A pre-registered study asked to run on code with uncommitted changes."""
+
+
+def check_code_for(chosen_study: Study) -> None:
+    """A confirmation (report: confirmation) runs committed code only, so that each arm's record names
+    code anyone can check out: DirtyTreeError naming the study file otherwise."""
+    code = code_version()
+    if chosen_study.config.report == "confirmation" and code.dirty:
+        raise DirtyTreeError(
+            f"studies/{chosen_study.name}.yaml: a pre-registered confirmation runs committed code only, and the code at "
+            f"{code.commit[:12]} has uncommitted changes (diff {code.diff_sha256[:12]}): commit or stash them, then run it again"
+        )
+
+
 @task(name="study-arm", cache_policy=NO_CACHE)
 def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     """Train (train arms) and evaluate one arm; its results go to results/<study>/arms/<name>/ at once, then
@@ -122,7 +139,8 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
     arm_run = runs.start_parent_run(params.tracking, f"{study.folder}/{name}", {"groupwise.study_arm": name}, parent_run_id=parent)
     record = {"name": name, "kind": arm.kind, "description": arm.description, "overrides": arm.overrides,
               "fingerprint": arm_fingerprint(params, arm.kind), "groups_sha256": built_groups_sha256(params), "mlflow_run_id": arm_run,
-              "machine": machine_record(), "family": arm.family, "start_from": arm.start_from}  # fmt: skip
+              "machine": machine_record(), "family": arm.family, "start_from": arm.start_from,
+              "code": code_version().to_dict()}  # fmt: skip
     try:
         if not arm_done(study, name, record["fingerprint"], record["groups_sha256"]):
             if arm.kind == "train":
@@ -154,6 +172,7 @@ def study(params_path: str = "params.yaml", arms: list[str] | None = None, name:
     params, chosen_study = load_study(params_path, name)
     config = chosen_study.config
     chosen = pick_arms(chosen_study, arms)
+    check_code_for(chosen_study)
     parent = runs.start_parent_run(params.tracking, "study", {"groupwise.profile": params.profile, "groupwise.study": chosen_study.name})
     try:
         shared = study_params(params, chosen_study)  # what every arm's groups are built and checked with

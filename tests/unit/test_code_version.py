@@ -85,3 +85,26 @@ def test_every_step_and_parent_run_carries_the_code(tmp_path):
     for run_id in (parent, child):
         tags = client.get_run(run_id).data.tags
         assert {k: tags.get(k) for k in code_version().to_tags()} == code_version().to_tags(), run_id
+
+
+def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(monkeypatch):
+    """The git state is the outside system here: `code_version` is replaced by the two states it reports."""
+    import types
+
+    from flows import study as study_flow
+
+    dirty = CodeVersion("a" * 40, True, "b" * 64)
+    monkeypatch.setattr(study_flow, "code_version", lambda: dirty)
+    confirmation = types.SimpleNamespace(name="confirmation", config=types.SimpleNamespace(report="confirmation"))
+    try:
+        study_flow.check_code_for(confirmation)
+    except study_flow.DirtyTreeError as exc:
+        assert str(exc) == (
+            "studies/confirmation.yaml: a pre-registered confirmation runs committed code only, and the code at aaaaaaaaaaaa "
+            "has uncommitted changes (diff bbbbbbbbbbbb): commit or stash them, then run it again"
+        )
+    else:
+        raise AssertionError("a dirty tree ran a confirmation")
+    study_flow.check_code_for(types.SimpleNamespace(name="consistency", config=types.SimpleNamespace(report="consistency")))
+    monkeypatch.setattr(study_flow, "code_version", lambda: CodeVersion("a" * 40, False))
+    study_flow.check_code_for(confirmation)

@@ -1,0 +1,175 @@
+"""The pipeline's one definition is `dvc.yaml`: its stages, their order, deps, params and outs are
+declared there once, and both runners execute it.
+
+- `dvc repro` / `dvc exp run` run each stage's command, `groupwise <step>`.
+- The Prefect flow `retrain` (the CLI, the schedule, a deployment run) runs the same stages in DVC's
+  dependency order, one task each: the stage's step (`flows.steps.STEPS[step]`, the function its
+  command calls) in the flow's process, then `dvc commit` of the stage, so that dvc.lock records its
+  deps, params and outs and DVC's cache holds its cached outs. After a retrain `dvc status` is clean
+  for every stage that ran and `dvc push` sends the groups, the base model and the checkpoint.
+
+The flow runs every stage each time (a retrain retrains; each step reuses what it may by content:
+prepare-model keeps a base model whose weights have their recorded SHA-256, prepare-benchmarks keeps
+files with their pinned hashes), so no input is served from a cache keyed on a path or written by
+hand. Under `dvc repro` DVC's hashes decide, so every file a stage reads must be one of its deps: a
+user's groups file (`data.groups_file`, a path in params) among build's, which the flow checks
+(`check_declared`) before it runs anything.
+
+DVC can vouch only for what params.yaml says. A run whose params differ from params.yaml's (a
+`--profile` or `-S` on the command line, a deployment's overrides) is not recorded in DVC, and says
+so in one line: `dvc exp run -S key=value` runs and records such a run. A folder that is not a DVC
+project (no `.dvc/`) runs every stage and records nothing in DVC.
+
+A scheduled or triggered run in a git checkout is saved as a DVC experiment
+(`dvc exp save`, named `retrain-<flow run name>`): `dvc exp show` lists it with its params and
+metrics, `dvc exp apply <name>` then `dvc checkout` restores its files, `dvc exp push origin <name>`
+shares it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import chdir, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from components.code_version import CODE_ROOT
+from components.contracts.errors import UserError
+
+DEFINITION = "dvc.yaml"
+COMMAND = "groupwise "
+
+
+class PipelineError(UserError, ValueError):
+    """dvc.yaml does not declare a pipeline the flow can run (the message names the file and stage)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # the stage in dvc.yaml
+    step: str  # the `groupwise <step>` its command runs (a key of flows.steps.STEPS)
+    deps: tuple[str, ...]
+    outs: tuple[str, ...]
+
+
+def _paths(entries) -> tuple[str, ...]:
+    return tuple(next(iter(e)) if isinstance(e, dict) else str(e) for e in entries or [])
+
+
+def _within(a: str, b: str) -> bool:
+    """Whether path `a` is `b` or inside it, or `b` inside `a` (a dep on a file of an out folder)."""
+    pa, pb = Path(a).parts, Path(b).parts
+    return pa[: len(pb)] == pb or pb[: len(pa)] == pa
+
+
+def definition_path(root: Path) -> Path:
+    """The project's dvc.yaml, else the one beside groupwise's code (a params folder of one's own)."""
+    own = Path(root) / DEFINITION
+    return own if own.is_file() else CODE_ROOT / DEFINITION
+
+
+def stages(root: Path) -> list[Stage]:
+    """dvc.yaml's stages in dependency order (a stage after every stage whose outs it depends on; ties
+    in the file's order: networkx's lexicographical topological sort, the library DVC's graph uses)."""
+    import networkx as nx
+
+    path = definition_path(root)
+    declared = (yaml.safe_load(path.read_text()) or {}).get("stages") or {}
+    found = []
+    for name, body in declared.items():
+        cmd = str(body.get("cmd", ""))
+        if not cmd.startswith(COMMAND) or len(cmd.split()) != 2:
+            raise PipelineError(f"{path}: stage {name!r}: cmd must be `groupwise <step>` to run under Prefect too, got {cmd!r}")
+        found.append(Stage(name, cmd.split()[1], _paths(body.get("deps")), _paths(body.get("outs")) + _paths(body.get("metrics"))))
+    order = {stage.name: i for i, stage in enumerate(found)}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(order)
+    for before in found:
+        for after in found:
+            if before is not after and any(_within(d, o) for d in after.deps for o in before.outs):
+                graph.add_edge(before.name, after.name)
+    try:
+        ordered = list(nx.lexicographical_topological_sort(graph, key=order.__getitem__))
+    except nx.NetworkXUnfeasible:
+        raise PipelineError(f"{path}: the stages' deps and outs form a cycle") from None
+    by_name = {stage.name: stage for stage in found}
+    return [by_name[name] for name in ordered]
+
+
+def check_declared(root: Path, groups_file: Path | None) -> None:
+    """A groups file of one's own must be a dep of the build stage, or `dvc repro` would not rebuild
+    when it changes (and dvc.lock would not record it): PipelineError naming both files otherwise."""
+    if groups_file is None:
+        return
+    path = definition_path(root)
+    relative = Path(groups_file) if not Path(groups_file).is_absolute() else Path(groups_file).relative_to(Path(root).resolve())
+    build = next((stage for stage in stages(root) if stage.step == "build"), None)
+    if build is not None and not any(_within(str(relative), dep) and len(Path(dep).parts) <= len(relative.parts) for dep in build.deps):
+        raise PipelineError(
+            f"{path}: the build stage does not list data.groups_file {str(relative)!r} under its deps; add `- {relative}` "
+            "there, so that DVC rebuilds the groups when the file changes"
+        )
+
+
+class DvcRecordError(UserError, RuntimeError):
+    """DVC could not record a stage that ran (its outputs are on disk; the message says what DVC said)."""
+
+
+class DvcRecord:
+    """The DVC project at `root`, as the flow records into it: commit a stage, save the workspace as
+    an experiment. One `dvc.repo.Repo` for the whole flow run."""
+
+    def __init__(self, repo) -> None:
+        self.repo = repo
+        self.root = Path(repo.root_dir)
+
+    def _target(self, stage: str) -> str:
+        return f"{self.root / DEFINITION}:{stage}"  # absolute: DVC resolves a bare stage name against the cwd
+
+    def commit(self, stage: str) -> None:
+        """`dvc commit -f <stage>`: dvc.lock takes the stage's deps, params and outs, DVC's cache its cached outs."""
+        from dvc.exceptions import DvcException
+
+        try:
+            with chdir(self.root):
+                self.repo.commit(self._target(stage), force=True)
+        except DvcException as exc:
+            raise DvcRecordError(f"{self.root / DEFINITION}: stage {stage!r} ran but DVC could not record it: {exc}") from exc
+
+    def save_experiment(self, name: str) -> str:
+        """`dvc exp save -n <name> -f`: the workspace as an experiment; what became of it, in words."""
+        from dvc.exceptions import DvcException
+        from dvc.scm import NoSCM
+
+        if isinstance(self.repo.scm, NoSCM) or self.repo.scm.no_commits:
+            return "not saved as an experiment (no git commit to save it against)"
+        try:
+            with chdir(self.root):
+                self.repo.experiments.save(name=name, force=True)
+        except DvcException as exc:  # the run and its record in dvc.lock stand; only the experiment is missing
+            return f"not saved as an experiment: {exc}"
+        return f"saved as DVC experiment {name} (`dvc exp show`)"
+
+
+@contextmanager
+def dvc_record(root: Path) -> Iterator[tuple[DvcRecord | None, str]]:
+    """(the project's `DvcRecord`, "") or (None, why not): `root` is not a DVC project (no `.dvc/`),
+    or DVC cannot open it (a DVC project set up for git outside a git checkout)."""
+    if not (Path(root) / ".dvc").is_dir():
+        yield None, f"{root} is not a DVC project (no .dvc/)"
+        return
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+    from dvc.scm import SCMError
+
+    try:
+        repo = Repo(str(root))
+    except (DvcException, SCMError) as exc:
+        yield None, f"DVC cannot open {root}: {exc}"
+        return
+    try:
+        yield DvcRecord(repo), ""
+    finally:
+        repo.close()
