@@ -26,6 +26,7 @@ from components.contracts.checkpoint import CheckpointLayout, latest_train_state
 from components.contracts.errors import UserError
 from components.contracts.summary import SUMMARY_FILE
 from components.machine import machine_record
+from components.study.arm_code import arm_codes, check_pooled_code
 from components.study.domain import (
     ARM_FILE,
     Study,
@@ -119,14 +120,17 @@ class DirtyTreeError(UserError, RuntimeError):
 
 
 def check_code_for(chosen_study: Study) -> None:
-    """A confirmation (report: confirmation) runs committed code only, so that each arm's record names
-    code anyone can check out: DirtyTreeError naming the study file otherwise."""
+    """Before any arm runs: a confirmation (report: confirmation) runs committed code only, so that each
+    arm's record names code anyone can check out (DirtyTreeError naming the study file otherwise), and
+    this code must be one the report may pool with the finished arms' (`arm_code.check_pooled_code`)."""
     code = code_version()
+    study_file = f"studies/{chosen_study.name}.yaml"
     if chosen_study.config.report == "confirmation" and code.dirty:
         raise DirtyTreeError(
-            f"studies/{chosen_study.name}.yaml: a pre-registered confirmation runs committed code only, and the code at "
+            f"{study_file}: a pre-registered confirmation runs committed code only, and the code at "
             f"{code.commit[:12]} has uncommitted changes (diff {code.diff_sha256[:12]}): commit or stash them, then run it again"
         )
+    check_pooled_code(study_file, arm_codes(chosen_study.layout.arms) | {"this run": code}, chosen_study.config.code_differences)
 
 
 @task(name="study-arm", cache_policy=NO_CACHE)

@@ -166,9 +166,17 @@ class StudyConfig(_Section):
         "study fixes for all its arms and the profile's users need not share, e.g. a smaller capability check)",
     )
     arms: dict[str, StudyArm] = Field(default_factory=dict)
+    code_differences: list[str] = Field(
+        default_factory=list,
+        description="paths (folders or files of the repository) in which the code of arms pooled by the report may "
+        "differ, e.g. [docs, components/reporting]; every other change between the commits its arms ran is refused "
+        "(a confirmation allows none)",
+    )
 
     @model_validator(mode="after")
     def _known_curve_arm(self) -> "StudyConfig":
+        if self.report == "confirmation" and self.code_differences:
+            raise ValueError(f"code_differences: a confirmation runs every arm on one code and allows none, got {self.code_differences}")
         if any(arm.seeds for arm in self.arms.values()):
             self.arms = expand_seeds(self.arms)
         for name, arm in self.arms.items():

@@ -14,6 +14,7 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
 from components.contracts.naming import NameRegistry
+from components.study.arm_code import arm_codes, check_pooled_code, code_lines
 from components.study.confirmation_report import write_confirmation_report
 from components.study.diversity_report import write_diversity_report
 from components.study.domain import COMMAND, CONSISTENCY, Study
@@ -77,8 +78,15 @@ def _gate_noise(study: Study, notes: list[str] | None = None) -> Path:
 
 
 def study_report(study: Study, notes: list[str] | None = None) -> Path:
-    """The study's report from its finished arms, by its `report` kind (`REPORT_KINDS`)."""
-    return REPORT_KINDS.get(study.config.report, where="report")(study, notes)
+    """The study's report from its finished arms, by its `report` kind (`REPORT_KINDS`): only when the
+    arms ran one code, or code that differs only where the study allows (`arm_code`); each arm's code
+    is appended to the page."""
+    codes = arm_codes(study.layout.arms)
+    check_pooled_code(f"studies/{study.name}.yaml", codes, study.config.code_differences)
+    path = REPORT_KINDS.get(study.config.report, where="report")(study, notes)
+    if lines := code_lines(codes):
+        atomic_write_text(path, path.read_text().rstrip("\n") + "\n" + "\n".join(lines))
+    return path
 
 
 def write_study_report(study: Study, notes: list[str] | None = None) -> Path:

@@ -87,7 +87,7 @@ def test_every_step_and_parent_run_carries_the_code(tmp_path):
         assert {k: tags.get(k) for k in code_version().to_tags()} == code_version().to_tags(), run_id
 
 
-def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(monkeypatch):
+def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(monkeypatch, tmp_path):
     """The git state is the outside system here: `code_version` is replaced by the two states it reports."""
     import types
 
@@ -95,7 +95,12 @@ def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(
 
     dirty = CodeVersion("a" * 40, True, "b" * 64)
     monkeypatch.setattr(study_flow, "code_version", lambda: dirty)
-    confirmation = types.SimpleNamespace(name="confirmation", config=types.SimpleNamespace(report="confirmation"))
+
+    def study(name, report):  # a study with no finished arm yet
+        return types.SimpleNamespace(name=name, config=types.SimpleNamespace(report=report, code_differences=[]),
+                                     layout=types.SimpleNamespace(arms=tmp_path / "arms"))  # fmt: skip
+
+    confirmation = study("confirmation", "confirmation")
     try:
         study_flow.check_code_for(confirmation)
     except study_flow.DirtyTreeError as exc:
@@ -105,6 +110,6 @@ def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(
         )
     else:
         raise AssertionError("a dirty tree ran a confirmation")
-    study_flow.check_code_for(types.SimpleNamespace(name="consistency", config=types.SimpleNamespace(report="consistency")))
+    study_flow.check_code_for(study("consistency", "consistency"))
     monkeypatch.setattr(study_flow, "code_version", lambda: CodeVersion("a" * 40, False))
     study_flow.check_code_for(confirmation)
