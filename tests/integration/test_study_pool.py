@@ -21,6 +21,7 @@ import httpx
 import pandas as pd
 import pytest
 
+from components.code_version import code_version
 from tests.conftest import ROOT, make_project, seed_tiny_model
 from tests.integration.servers import stop
 
@@ -172,7 +173,11 @@ def test_submitted_arms_run_side_by_side_survive_a_killed_worker_and_report_as_s
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"pool: {pool_seconds:.0f} s (worker killed at {killed_at:.0f} s); serial: {time.monotonic() - started:.0f} s")
     merged, alone = (p / "results/consistency/report.md" for p in (submitter, serial))
-    assert _masked(merged.read_text()) == _masked(alone.read_text())
+    (merged_page, merged_code), (alone_page, alone_code) = (p.read_text().split("\n## Code\n") for p in (merged, alone))
+    assert _masked(merged_page) == _masked(alone_page)
+    # each arm's code: the serial arms ran this checkout's commit; the workers ran the project copy's own
+    # components/ (their working directory, not a git checkout), whose commit nothing can know
+    assert f"| long | `{code_version().commit[:12]}` |" in alone_code and "| long | `unknown` | unknown |" in merged_code
     timing = ["train_seconds", "eval_seconds"]
     tables = [pd.read_csv(p / "results/consistency/table.csv").drop(columns=timing) for p in (submitter, serial)]
     pd.testing.assert_frame_equal(*tables)
