@@ -140,7 +140,6 @@ class DvcRecord:
 
     def save_experiment(self, name: str) -> str:
         """`dvc exp save -n <name> -f`: the workspace as an experiment; what became of it, in words."""
-        from dvc.exceptions import DvcException
         from dvc.scm import NoSCM
 
         if isinstance(self.repo.scm, NoSCM) or self.repo.scm.no_commits:
@@ -148,8 +147,10 @@ class DvcRecord:
         try:
             with chdir(self.root):
                 self.repo.experiments.save(name=name, force=True)
-        except DvcException as exc:  # the run and its record in dvc.lock stand; only the experiment is missing
-            return f"not saved as an experiment: {exc}"
+        except (
+            Exception
+        ) as exc:  # DVC's or git's (scmrepo) errors: the run and its record in dvc.lock stand, only the experiment is missing
+            return f"not saved as an experiment: {type(exc).__name__}: {exc}"
         return f"saved as DVC experiment {name} (`dvc exp show`)"
 
 

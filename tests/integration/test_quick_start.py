@@ -68,7 +68,10 @@ def groups_of(run_data) -> int:
     return int(sum(v for k, v in run_data.metrics.items() if k.startswith("groups.")))
 
 
-def test_make_run_then_the_readme_test_and_the_run_is_versioned_in_dvc(tmp_path, tiny_model_dir, prefect_harness):
+def test_make_run_then_the_readme_test_and_the_run_is_versioned_in_dvc(tmp_path, tiny_model_dir, prefect_harness, monkeypatch):
+    for role in ("AUTHOR", "COMMITTER"):  # who `dvc exp save` commits as, on a machine without a git identity
+        monkeypatch.setenv(f"GIT_{role}_NAME", "groupwise-test")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "test@groupwise.invalid")
     clone = checkout_copy(tmp_path / "clone")
     committed = {path.name: path.read_bytes() for path in REFERENCE.iterdir()}
     raw = yaml.safe_load((clone / "params.yaml").read_text())
