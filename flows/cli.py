@@ -330,12 +330,14 @@ def versions(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt) -> N
 
 
 def _code_cell(provenance) -> str:
-    """The commit that evaluated a version (else the one that registered it), '+dirty' when its tree was."""
+    """The commit that evaluated a version (else the one that registered it), as `CodeVersion.short` writes it."""
+    from components.code_version import CodeVersion
+
     if provenance is None or not (provenance.evaluated_commit or provenance.git_commit):
         return "?"
     if provenance.evaluated_commit:
         return provenance.evaluated_commit
-    return provenance.git_commit[:7] + ("+dirty" if provenance.git_dirty == "true" else "")
+    return CodeVersion(provenance.git_commit, provenance.git_dirty == "true", provenance.git_diff_sha256).short
 
 
 VersionOpt = typer.Option(None, "--version", help="a registered version number")

@@ -106,7 +106,7 @@ def check_declared(root: Path, groups_file: Path | None) -> None:
     path = definition_path(root)
     relative = Path(groups_file) if not Path(groups_file).is_absolute() else Path(groups_file).relative_to(Path(root).resolve())
     build = next((stage for stage in stages(root) if stage.step == "build"), None)
-    if build is not None and not any(_within(str(relative), dep) and len(Path(dep).parts) <= len(relative.parts) for dep in build.deps):
+    if build is not None and not any(relative.is_relative_to(dep) for dep in build.deps):
         raise PipelineError(
             f"{path}: the build stage does not list data.groups_file {str(relative)!r} under its deps; add `- {relative}` "
             "there, so that DVC rebuilds the groups when the file changes"

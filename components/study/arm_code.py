@@ -16,7 +16,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from components.code_version import CODE_ROOT, CodeVersion
+from components.code_version import CODE_ROOT, UNKNOWN, CodeVersion
 from components.contracts.errors import UserError
 from components.study.layout import ARM_FILE
 
@@ -46,8 +46,7 @@ def changed_paths(a: str, b: str, root: Path = CODE_ROOT) -> list[str] | None:
 
 
 def _allowed(path: str, allowed: list[str]) -> bool:
-    parts = Path(path).parts
-    return any(parts[: len(Path(a).parts)] == Path(a).parts for a in allowed)
+    return any(Path(path).is_relative_to(a) for a in allowed)
 
 
 def check_pooled_code(study_file: str, codes: dict[str, CodeVersion | None], allowed: list[str], root: Path = CODE_ROOT) -> None:
@@ -61,7 +60,7 @@ def check_pooled_code(study_file: str, codes: dict[str, CodeVersion | None], all
         return
     listed = "; ".join(f"{code.short}: {', '.join(arms)}" for code, arms in by_code.items())
     first, *others = by_code
-    if any(code.dirty or code.commit == "unknown" for code in by_code):
+    if any(code.dirty or code.commit == UNKNOWN for code in by_code):
         why = "code with uncommitted changes (or of no known commit) can be pooled only with itself"
     else:
         outside = []

@@ -261,7 +261,7 @@ def step_run(
         tags={"groupwise.step": name, **_owner_tags(), **(tags or {})},
     ) as run:
         if params:
-            flat = {k: (str(v) if v is not None else "null") for k, v in flatten(params).items()}
+            flat = param_strings(params)
             for start in range(0, len(flat), 90):
                 mlflow.log_params(dict(list(flat.items())[start : start + 90]))
         try:
@@ -270,6 +270,11 @@ def step_run(
             if stopped_status(exc) == "KILLED":  # stopped, not failed: KILLED, as MLflow's UI shows a cancelled run
                 mlflow.end_run("KILLED")
             raise
+
+
+def param_strings(params: Mapping[str, Any]) -> dict[str, str]:
+    """A (nested) params mapping as MLflow params: dotted names, values as strings, None as "null"."""
+    return {k: (str(v) if v is not None else "null") for k, v in flatten(params).items()}
 
 
 def metric_numbers(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -351,7 +356,7 @@ def log_params_to(run_id: str, params: Mapping[str, Any]) -> None:
     import mlflow
     from mlflow.entities import Param
 
-    flat = [Param(k, "null" if v is None else str(v)) for k, v in flatten(params).items()]
+    flat = [Param(k, v) for k, v in param_strings(params).items()]
     client = mlflow.MlflowClient()
     for start in range(0, len(flat), 100):
         client.log_batch(run_id, params=flat[start : start + 100])
