@@ -27,7 +27,9 @@ err = Console(stderr=True, soft_wrap=True)  # soft wrap: printed paths are never
 out = Console(soft_wrap=True)
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (its folder is the project root)")
-ProfileOpt = typer.Option(None, "--profile", help="profile of params.yaml to apply (default: its `profile` key)")
+ProfileOpt = typer.Option(
+    None, "--profile", help="profile of params.yaml to apply over the file for this run (default: the file's own `profile` key)"
+)
 SetOpt = typer.Option(
     None, "--set", "-S", help="override a param for this run, e.g. -S train.rollout.engine=vllm (repeatable; YAML values)"
 )
@@ -397,6 +399,18 @@ def show_params(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, s
     """Print the resolved parameters (profile and --set applied, paths absolute) as JSON."""
     json.dump(_resolved_params(params, profile, sets).model_dump(mode="json"), sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+@_command("use-profile")
+def use_profile(name: str = typer.Argument(..., help="a profile of the params file, or 'default'"), params: Path = ParamsOpt) -> None:
+    """Write a profile into the params file: its `profile` key names it and its generated part holds the
+    defaults with the profile applied, so `dvc repro` runs it and `dvc exp run -S` varies what it lists."""
+    from components.config import document
+    from components.config.loading import load_params
+
+    changed = document.use_profile(params, name)
+    load_params(params)  # the file as written loads, and runs the profile it names
+    out.print(f"{params}: {'now runs' if changed else 'already runs'} profile {name!r} (`dvc repro` runs what it lists)")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from components.config import Params, assignments_to_overrides, load_params, with_overrides
+from components.config import Params, assignments_to_overrides, file_profile, load_params, with_overrides
 from components.contracts.summary import EvaluationSummary, read_summary
 from components.tracking import runs
 from flows import pipeline, steps
@@ -116,10 +116,7 @@ def _run(step: str, params: Params, parent: str, **options) -> StepResult:
 def as_in_params_file(params_path: Path, params: Params) -> bool:
     """Whether `params` are what params.yaml alone resolves to (its own `profile` key, no environment,
     no `-S`): only then can dvc.lock, which reads params.yaml, say what ran."""
-    import yaml
-
-    raw = yaml.safe_load(Path(params_path).read_text()) or {}
-    listed = load_params(params_path, str(raw.get("profile") or "default"))
+    listed = load_params(params_path, file_profile(params_path))
     return listed.model_dump(mode="json") == params.model_dump(mode="json")
 
 

@@ -118,8 +118,10 @@ def benchmarks_dir() -> Path:
 
 
 def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Path:
-    """Copy the project's pipeline files to `dest` and select `profile` in its params.yaml; the
-    decision benchmarks' data is pre-placed in its data/benchmarks (`benchmark_data`)."""
+    """Copy the project's pipeline files to `dest` and write `profile` into its params.yaml (`groupwise
+    use-profile`); the decision benchmarks' data is pre-placed in its data/benchmarks (`benchmark_data`)."""
+    from components.config.document import use_profile
+
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(benchmark_data(), dest / "data" / "benchmarks")
     for name in PROJECT_FILES:
@@ -130,8 +132,8 @@ def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Pat
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     params_path = dest / "params.yaml"
+    use_profile(params_path, profile)
     raw = yaml.safe_load(params_path.read_text())
-    raw["profile"] = profile
     for dotted, value in (overrides or {}).items():
         keys = dotted.split(".")
         replaced = ["consistency"] if keys[0] == "study" else keys[1:2] or list(value) if keys[0] == "studies" else []

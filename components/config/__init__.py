@@ -1,8 +1,11 @@
 """Typed view of `params.yaml`: every knob of the pipeline, validated at the edge.
 
-`params.yaml` holds the default configuration plus named `profiles` (e.g. `smoke`) whose keys are
-deep-merged over it. The profile is chosen by, in order: the `profile` argument, the
-`GROUPWISE_PROFILE` environment variable, the file's own `profile` key.
+`params.yaml` holds the configuration that runs plus named `profiles` (e.g. `smoke`), each a set of
+overrides. The layers, each deep-merged over the one before: the typed defaults, the profile the file's
+own `profile` key names, the file's top level (so what the file lists, and `dvc exp show` with it, is
+what runs). A profile asked for by the `profile` argument or `GROUPWISE_PROFILE` takes the place of the
+file's own and wins over the file's values (refused inside a DVC stage, whose record lists the file).
+`groupwise use-profile NAME` writes a profile into the file.
 
 Values are coerced by pydantic, so `dvc exp run -S train.lr=2e-5` (which DVC writes as the string
 '2e-05') still reads as a float. Relative paths resolve against the folder of the params file.
@@ -21,7 +24,9 @@ from components.config.loading import (
     DATA_DIR,
     STUDIES_DIR,
     assignments_to_overrides,
+    file_profile,
     load_params,
+    profile_overrides,
     with_overrides,
     with_sections,
     with_study_files,
@@ -68,5 +73,6 @@ __all__ = [
     "ImportanceSamplingConfig", "LoraConfig", "ModelConfig", "Params", "ParamsDeprecationWarning", "ParamsError",
     "PathsConfig", "PlantedBiasConfig", "RegistryConfig", "RewardConfig", "RolloutConfig", "RolloutVllmConfig",
     "ScheduleConfig", "StudyArm", "StudyConfig", "TinyModelConfig", "TrackingConfig", "TrainConfig", "VllmConfig",
-    "assignments_to_overrides", "expand_seeds", "load_params", "migrate_keys", "with_overrides", "with_sections", "with_study_files",
+    "assignments_to_overrides", "expand_seeds", "file_profile", "load_params", "migrate_keys", "profile_overrides", "with_overrides",
+    "with_sections", "with_study_files",
 ]  # fmt: skip

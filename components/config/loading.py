@@ -11,10 +11,17 @@ import yaml
 from pydantic import ValidationError
 
 from components.config.base import ParamsError
+from components.config.markers import written_profile
 from components.config.migrations import TRL_PARAM_ALIASES, migrate_keys
 from components.config.operations import PathsConfig
 from components.config.params import Params
-from components.config.tree import dig, leaves, section_type
+from components.config.tree import section_type
+
+
+def read_yaml(text: str) -> Any:
+    """YAML as `yaml.safe_load` reads it, parsed by libyaml where PyYAML has it (the same resolver; ~20x
+    faster on params.yaml and its studies, which every command reads)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _deep_merge(base: dict, override: dict) -> dict:
@@ -63,7 +70,7 @@ def with_study_files(raw: dict, folder: Path) -> dict:
     raw = dict(raw)
     for file in sorted(folder.glob("*.yaml")):
         try:
-            study = yaml.safe_load(file.read_text()) or {}
+            study = read_yaml(file.read_text()) or {}
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise ParamsError(f"{file}: not valid YAML: {exc}") from exc
         if not isinstance(study, dict):
@@ -83,12 +90,19 @@ def with_study_files(raw: dict, folder: Path) -> dict:
 
 
 def load_params(path: str | Path = "params.yaml", profile: str | None = None) -> Params:
-    """Read `params.yaml`, apply the chosen profile, validate, and resolve relative paths."""
+    """Read `params.yaml`, apply the profiles, validate, and resolve relative paths.
+
+    The layers, each over the one before: the typed defaults; the profile the file's `profile` key names;
+    the file's top level. The file's top level wins over its own profile, so every value the file lists,
+    and so every value `dvc exp run -S` writes and `dvc exp show` lists, is the value that runs. A profile
+    asked for by `profile` or GROUPWISE_PROFILE that is not the file's own takes its place and wins over
+    the file's values (a run DVC does not record; refused inside a DVC stage)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
+        raw = read_yaml(text) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ParamsError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
@@ -98,49 +112,70 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     if not isinstance(profiles, dict) or any(not isinstance(v, dict) for v in profiles.values()):
         raise ParamsError(f"{path}: profiles must map each profile name to a mapping of overrides")
     raw = migrate_keys(raw, str(path))
-    chosen = profile or os.environ.get("GROUPWISE_PROFILE") or raw.get("profile", "default")
-    if chosen != "default":
-        if chosen not in profiles:
-            known = ", ".join(["default", *profiles]) or "default"
-            raise ParamsError(f"{path}: unknown profile {chosen!r} (known: {known})")
-        profile_raw = migrate_keys(profiles[chosen], f"{path} (profile {chosen!r})")
-        merged = _deep_merge(raw, profile_raw)
-        _refuse_shadowed(raw, profile_raw, merged, f"{path}", chosen)
-        raw = merged
-    raw["profile"] = chosen
+    own = str(raw.pop("profile", None) or "default")
+    asked = profile or os.environ.get("GROUPWISE_PROFILE") or own
+    if asked == own:
+        _refuse_mislabelled(text, path, own)
+        raw = _deep_merge(_profile_overrides(profiles, own, path), raw)
+    else:  # in place of the file's own profile, and over the file's values
+        _refuse_in_dvc_stage(path, asked)
+        raw = _deep_merge(raw, _profile_overrides(profiles, asked, path))
+    raw["profile"] = asked
     try:
         params = Params.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
-        raise ParamsError(f"{path} (profile {chosen!r}): {problems}") from exc
+        raise ParamsError(f"{path} (profile {asked!r}): {problems}") from exc
     return _resolve(params, path.parent, path)
 
 
-def _refuse_shadowed(top: dict, profile: dict, merged: dict, where: str, chosen: str) -> None:
-    """A key set both at the top level (to a value other than its default, e.g. by `dvc exp run -S`)
-    and by the active profile (to another value) is refused: the profile's value would run while the
-    file, and so `dvc exp show`, lists the other. A top-level value equal to the typed default is the
-    file restating its defaults, which the profile overrides by design; `-S` overrides both."""
-    try:
-        shown = Params.model_validate({k: v for k, v in top.items() if k != "profile"}).model_dump(mode="json")
-        run = Params.model_validate({k: v for k, v in merged.items() if k != "profile"}).model_dump(mode="json")
-    except ValidationError:
-        return  # a bad value: validation names it
-    defaults = Params().model_dump(mode="json")
-    missing = object()
-    for leaf in leaves(profile):
-        given = top
-        for key in leaf:
-            given = given.get(key, missing) if isinstance(given, dict) else missing
-        if given is missing:
-            continue
-        value, default, running = dig(shown, leaf), dig(defaults, leaf), dig(run, leaf)
-        if value != default and value != running:
-            dotted = ".".join(leaf)
-            raise ParamsError(
-                f"{where}: {dotted} is {value!r} at the top level and {running!r} in the active profile {chosen!r}, whose "
-                f"value would run: set it in one place (the profile, or -S {dotted}=... on the command line, which wins over both)"
-            )
+def file_profile(path: str | Path) -> str:
+    """The profile a params file names with its own `profile` key ('default' when none)."""
+    raw = read_yaml(Path(path).read_text()) or {}
+    return str(raw.get("profile") or "default") if isinstance(raw, dict) else "default"
+
+
+def profile_overrides(path: str | Path, name: str) -> dict:
+    """Profile `name` of the params file at `path`, as overrides with old keys migrated ({} for 'default')."""
+    raw = read_yaml(Path(path).read_text()) or {}
+    profiles = (raw.get("profiles") or {}) if isinstance(raw, dict) else {}
+    return _profile_overrides(profiles, name, Path(path))
+
+
+def _profile_overrides(profiles: dict, name: str, path: Path) -> dict:
+    if name != "default" and name not in profiles:
+        raise ParamsError(f"{path}: unknown profile {name!r} (known: {', '.join(['default', *profiles])})")
+    return migrate_keys(profiles.get(name, {}), f"{path} (profile {name!r})")
+
+
+def profile_values(profile: dict) -> Params:
+    """The typed defaults with `profile` deep-merged over them, as a file listing every default gets them
+    (a dict-valued field such as reward.weights keeps the default entries the profile does not name)."""
+    defaults = Params().model_dump(mode="json", exclude={"profile", "study", "studies"})
+    return Params.model_validate(_deep_merge(defaults, profile))
+
+
+def _refuse_mislabelled(text: str, path: Path, name: str) -> None:
+    """A file whose generated part holds another profile's values than the one its `profile` key names is
+    refused: the `profile` line was changed by hand or by `dvc exp run -S profile=...`, and the listed values,
+    which win over the file's own profile, would run, not the profile the file names."""
+    written = written_profile(text)
+    if written is not None and written != name:
+        raise ParamsError(
+            f"{path}: profile {name!r} is named but the generated part holds the values of profile {written!r}, which "
+            f"would run: write the profile in with `groupwise use-profile {name}`, or apply it to one run with --profile {name}"
+        )
+
+
+def _refuse_in_dvc_stage(path: Path, name: str) -> None:
+    """Inside a DVC stage (DVC sets DVC_STAGE) a profile from the command line or GROUPWISE_PROFILE is
+    refused: dvc.lock records the params file's values, which would not be the ones that ran."""
+    stage = os.environ.get("DVC_STAGE")
+    if stage:
+        raise ParamsError(
+            f"{path}: profile {name!r} asked for inside DVC stage {stage!r} (--profile or GROUPWISE_PROFILE), whose record "
+            f"lists the params file's values: write the profile into the file with `groupwise use-profile {name}`"
+        )
 
 
 DATA_DIR = "data"  # every `paths.*` entry must stay inside <root>/data
@@ -163,8 +198,6 @@ def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path 
 
 def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
     """`["train.rollout.engine=vllm", "train.steps=2"]` -> nested overrides (values parsed as YAML)."""
-    import yaml
-
     out: dict[str, Any] = {}
     for item in assignments:
         key, sep, value = item.partition("=")
@@ -177,7 +210,7 @@ def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
             if not isinstance(node, dict):
                 raise ParamsError(f"--set {item!r}: {part} is set to a value and used as a section")
         try:
-            node[leaf] = yaml.safe_load(value)
+            node[leaf] = read_yaml(value)
         except yaml.YAMLError as exc:
             raise ParamsError(f"--set {item!r}: the value is not valid YAML ({exc.problem})") from exc
     return out

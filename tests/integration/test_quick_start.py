@@ -24,6 +24,7 @@ import yaml
 from mlflow import MlflowClient
 
 from components.config import load_params
+from components.config.document import use_profile
 from components.hashing import file_sha256
 from flows.retrain import retrain
 from tests.conftest import ROOT, benchmark_data, seed_tiny_model
@@ -74,8 +75,8 @@ def test_make_run_then_the_readme_test_and_the_run_is_versioned_in_dvc(tmp_path,
         monkeypatch.setenv(f"GIT_{role}_EMAIL", "test@groupwise.invalid")
     clone = checkout_copy(tmp_path / "clone")
     committed = {path.name: path.read_bytes() for path in REFERENCE.iterdir()}
+    use_profile(clone / "params.yaml", "tiny")
     raw = yaml.safe_load((clone / "params.yaml").read_text())
-    raw["profile"] = "tiny"
     raw["data"]["groups_file"] = "data/mine.jsonl"
     (clone / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     pipeline = (clone / "dvc.yaml").read_text()

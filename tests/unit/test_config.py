@@ -76,18 +76,51 @@ def test_profile_deep_merges_and_paths_resolve(tmp_path):
     assert params.tracking.uri == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
 
 
-def test_a_value_the_active_profile_would_shadow_is_refused_naming_both_places(tmp_path):
-    """What `dvc exp run -S train.lr=5e-5` writes beside `profile: paper` must not be listed for a run at the
-    profile's 2e-4: refused in one line; the same value given with -S wins over both."""
-    raw = {"profile": "paper", "train": {"lr": "5e-05"}, "profiles": {"paper": {"train": {"lr": 2.0e-4}}}}
-    with pytest.raises(ParamsError, match=r"train\.lr is 5e-05 at the top level and 0\.0002 in the active profile 'paper'"):
-        load_params(write(tmp_path, raw))
-    raw["train"]["lr"] = 2.0e-4  # the same value in both places: nothing is shadowed
-    assert load_params(write(tmp_path, raw)).train.lr == 2.0e-4
-    raw["train"]["lr"] = 3.0e-4  # the typed default, restated: the profile overrides it by design
+def test_a_value_the_file_lists_is_the_value_that_runs_under_its_own_profile(tmp_path):
+    """What `dvc exp run -S train.lr=...` writes beside `profile: paper` runs, even when it equals the typed
+    default; the profile fills in what the file does not list; a profile asked for on the command line takes
+    the place of the file's own and goes over the file's values, and -S over both."""
+    raw = {"profile": "paper", "train": {"lr": "5e-05"}, "profiles": {"paper": {"train": {"lr": 2.0e-4, "steps": 20}}}}
     params = load_params(write(tmp_path, raw))
-    assert params.train.lr == 2.0e-4
-    assert with_overrides(params, assignments_to_overrides(["train.lr=5e-5"])).train.lr == 5e-5
+    assert (params.train.lr, params.train.steps, params.profile) == (5e-5, 20, "paper")
+    raw["train"]["lr"] = 3.0e-4  # the typed default, listed: it runs
+    assert load_params(write(tmp_path, raw)).train.lr == 3.0e-4
+    raw["profiles"]["quick"] = {"train": {"lr": 1.0e-3}}
+    quick = load_params(write(tmp_path, raw), "quick")
+    assert (quick.train.lr, quick.train.steps, quick.profile) == (1.0e-3, 4, "quick")  # paper's steps: 20 is not applied
+    assert load_params(write(tmp_path, raw), "paper").train.lr == 3.0e-4  # the file's own profile is not applied twice
+    assert with_overrides(quick, assignments_to_overrides(["train.lr=5e-5"])).train.lr == 5e-5
+
+
+def test_a_file_naming_another_profile_than_its_generated_part_holds_is_refused_with_the_command_to_write_it(tmp_path):
+    """The project's params.yaml lists every key: naming another profile by hand (or with `dvc exp run -S
+    profile=paper`) would run the listed values, not the profile, so it is refused in one line;
+    `groupwise use-profile` writes the profile in."""
+    from components.config.document import expected_part, generated_part, use_profile
+
+    path = tmp_path / "params.yaml"
+    path.write_text((ROOT / "params.yaml").read_text().replace("\nprofile: default", "\nprofile: paper", 1))
+    with pytest.raises(
+        ParamsError, match=r"profile 'paper' is named but the generated part holds the values of profile 'default'.*use-profile paper"
+    ):
+        load_params(path)
+    assert use_profile(path, "paper") and not use_profile(path, "paper")
+    written, paper = load_params(path), load_params(ROOT / "params.yaml", "paper")
+    apart = {"root", "paths", "tracking", "study", "studies"}  # where the copy lives; its folder has no studies/
+    assert written.model_dump(exclude=apart) == paper.model_dump(exclude=apart)
+    assert generated_part(path) == expected_part(path)  # `document --check` holds for a file written with a profile
+    assert use_profile(path, "default") and generated_part(path) == generated_part(ROOT / "params.yaml")
+    assert path.read_text() == (ROOT / "params.yaml").read_text()
+
+
+def test_a_profile_asked_for_inside_a_dvc_stage_is_refused(tmp_path, monkeypatch):
+    path = write(tmp_path, {"profiles": {"quick": {"train": {"steps": 1}}}})
+    monkeypatch.setenv("DVC_STAGE", "train")
+    monkeypatch.setenv("GROUPWISE_PROFILE", "quick")
+    with pytest.raises(ParamsError, match=r"profile 'quick' asked for inside DVC stage 'train'.*use-profile quick"):
+        load_params(path)
+    monkeypatch.delenv("GROUPWISE_PROFILE")
+    assert load_params(path).train.steps == 4  # the file alone runs
 
 
 def test_trl_names_are_accepted_and_an_unknown_key_gets_a_hint(tmp_path):
