@@ -33,7 +33,6 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export GIT_PYTHON_REFRESH := quiet
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup run test lint test-fast dvc-repro clean-outputs help

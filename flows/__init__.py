@@ -1,5 +1,5 @@
-"""The Prefect flows and the `groupwise` CLI. Every flow run here is tied to its process: a temporary
-Prefect server it starts dies with it, even after `kill -9` (`flows.prefect_server`,
+"""The Prefect flows and the `groupwise` CLI. Every flow run here is tied to its process: the Prefect
+server a command starts for itself dies with it, even after `kill -9` (`flows.prefect_api`,
 `flows.prefect_guard`).
 
 The environment `make` sets is also the CLI's own default (`RUNTIME_DEFAULTS`), set before Prefect or
@@ -14,12 +14,7 @@ RUNTIME_DEFAULTS = {
     "TRANSFORMERS_OFFLINE": "1",
     "GIT_PYTHON_REFRESH": "quiet",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # no telemetry (offline, it only logs an error)
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",  # a temporary server on a busy 2-core machine
     "TOKENIZERS_PARALLELISM": "false",
 }
 for _name, _value in RUNTIME_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
-
-from flows.prefect_server import guard_temporary_server  # noqa: E402  (after the environment above)
-
-guard_temporary_server()

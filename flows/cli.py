@@ -31,7 +31,10 @@ ProfileOpt = typer.Option(
     None, "--profile", help="profile of params.yaml to apply over the file for this run (default: the file's own `profile` key)"
 )
 SetOpt = typer.Option(
-    None, "--set", "-S", help="override a param for this run, e.g. -S train.rollout.engine=vllm (repeatable; YAML values)"
+    None,
+    "--set",
+    "-S",
+    help="override a param for this run, e.g. -S train.rollout.engine=vllm (repeatable; the values `dvc exp run -S` reads)",
 )
 
 
@@ -99,6 +102,22 @@ def _resolved_params(params_path: Path, profile: Optional[str], sets: Optional[l
     return params
 
 
+def _check_dvc_stage(name: str, params, sets: Optional[list[str]]) -> None:
+    """A step run as a DVC stage (`dvc repro`, `dvc exp run`: DVC sets DVC_STAGE) runs what dvc.lock can
+    record: no --set (DVC sees only params.yaml), and a groups file of one's own among the build stage's
+    deps (else `dvc repro` would not rebuild when it changes)."""
+    from components.config import ParamsError
+    from flows.pipeline import check_declared
+
+    if sets:
+        raise ParamsError(
+            f"--set {sets[0]} inside DVC stage {os.environ['DVC_STAGE']!r}, whose record lists params.yaml's values: "
+            f"set it with `dvc exp run -S {sets[0]}` instead"
+        )
+    if name == "build":
+        check_declared(params.root, params.data.groups_file)
+
+
 def _run_step(
     name: str, params_path: Path, profile: Optional[str], sets: Optional[list[str]] = None, command: str | None = None, **options
 ) -> None:
@@ -106,6 +125,8 @@ def _run_step(
 
     with _reported(command or name):  # in the command's name: `import` runs two steps
         params = _resolved_params(params_path, profile, sets)
+        if os.environ.get("DVC_STAGE"):
+            _check_dvc_stage(name, params, sets)
         started = time.perf_counter()
         result = STEPS[name](params, **options)
     out.print(f"[bold green]{result.step}[/] ({time.perf_counter() - started:.1f} s) {escape(result.summary)}")
@@ -226,7 +247,10 @@ def study(
 
         path = submit_study(params, name, arm or None, work_pool, concurrency, store)
     else:
-        path = study_flow(str(params), arm or None, name)
+        from flows.prefect_api import prefect_api
+
+        with prefect_api():
+            path = study_flow(str(params), arm or None, name)
     out.print(f"[bold green]study[/] results: {escape(str(path))}")
 
 
@@ -239,12 +263,14 @@ def retrain(
 ) -> None:
     """Run the whole Prefect `retrain` flow and print where every result is."""
     from components.machine import machine_line
+    from flows.prefect_api import prefect_api
     from flows.retrain import retrain as retrain_flow
 
     resolved = _resolved_params(params, profile, sets)
     out.print(f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision)}")  # once, before the flow
     started = time.perf_counter()
-    summary = retrain_flow(str(params), profile, list(sets or []), resume)
+    with prefect_api():
+        summary = retrain_flow(str(params), profile, list(sets or []), resume)
     out.print(f"[bold]groupwise retrain ({summary.profile})[/] in {time.perf_counter() - started:.0f} s")
     for r in summary.results:  # one line a step; its MLflow run is a child of the parent run below
         out.print(f"  {r.step}: {escape(r.summary)}", soft_wrap=False, no_wrap=True, overflow="ellipsis")

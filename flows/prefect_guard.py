@@ -2,8 +2,8 @@
 
 A single-threaded parent that starts CMD with a parent-death signal (Linux: SIGTERM once the guard
 is gone, however it ends) and stops CMD (SIGTERM, then SIGKILL) once process PID is gone (polled)
-or when the guard itself is told to stop (Prefect's own `stop()`). It exits with CMD's code
-(Prefect reads 3 as "port taken"). `flows.prefect_server` puts it in front of Prefect's server.
+or when the guard itself is told to stop (`flows.prefect_api`, at the command's end). It exits with CMD's code
+(`prefect server start` exits with 3 when its port is taken). `flows.prefect_api` runs the server under it.
 """
 
 from __future__ import annotations

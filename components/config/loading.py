@@ -25,6 +25,9 @@ def read_yaml(text: str) -> Any:
 
 
 def _deep_merge(base: dict, override: dict) -> dict:
+    """`override` over `base`, dicts merged key by key, anything else replaced. Not OmegaConf.merge: it
+    reads `${...}` in a value (a prompt, an instruction) as an interpolation and types a section by its
+    first value, so a null section could not take a mapping."""
     out = copy.deepcopy(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
@@ -197,22 +200,32 @@ def _confined_paths(params: Params, root: Path, source: Path) -> dict[str, Path 
 
 
 def assignments_to_overrides(assignments: list[str]) -> dict[str, Any]:
-    """`["train.rollout.engine=vllm", "train.steps=2"]` -> nested overrides (values parsed as YAML)."""
+    """`["train.rollout.engine=vllm", "train.steps=2"]` -> nested overrides, read by Hydra's override
+    parser: the grammar `dvc exp run -S` reads, so one assignment means the same to both
+    (`train.lr=5e-5`, `eval.fairness.ages=[60,80]`, `schedule.cron='0 3 * * 1'`, `data.groups_file=null`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
     out: dict[str, Any] = {}
     for item in assignments:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        key = item.partition("=")[0].strip().lstrip("+")
+        if "=" not in item or not key or any(not part for part in key.split(".")):
             raise ParamsError(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. train.rollout.engine=vllm")
+        try:
+            (override,) = parser.parse_overrides([item])
+        except HydraException as exc:
+            problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ParamsError(f"--set {item!r}: not a value `dvc exp run -S` reads ({problem})") from exc
+        if override.is_delete() or override.is_sweep_override():
+            raise ParamsError(f"--set {item!r}: expected one value for one run (no ~deletion, no sweep)")
         node = out
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = override.key_or_group.split(".")
         for part in parents:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ParamsError(f"--set {item!r}: {part} is set to a value and used as a section")
-        try:
-            node[leaf] = read_yaml(value)
-        except yaml.YAMLError as exc:
-            raise ParamsError(f"--set {item!r}: the value is not valid YAML ({exc.problem})") from exc
+        node[leaf] = override.value()
     return out
 
 

@@ -153,3 +153,22 @@ def test_dvc_exp_run_trains_the_listed_value_under_a_profile_and_refuses_what_it
     )
     env_profile = dvc(project, "exp", "run", "-f", check=False, env={**env, "GROUPWISE_PROFILE": "tiny"})
     assert env_profile.returncode != 0 and "inside DVC stage 'show'" in env_profile.stderr + env_profile.stdout
+
+
+def test_groupwise_set_means_what_dvc_exp_run_set_means(tmp_path, monkeypatch):
+    """One assignment, two readers: `groupwise <step> -S` (Hydra's override parser) and `dvc exp run -S`
+    (DVC's edit of params.yaml, then the file read) give the same params."""
+    from components.config import assignments_to_overrides, with_overrides
+
+    monkeypatch.delenv("GROUPWISE_PROFILE", raising=False)
+    written = project_file(tmp_path / "p", "default")
+    text = written.read_text()
+    for item in ["train.lr=5e-5", "train.steps=12", "eval.fairness.ages=[60,80]", "data.groups_file=null",
+                 "schedule.cron='0 4 * * 2'", "reward.weights={entropy_helpfulness:0.5,stability:0.5}",
+                 "data.answer_instruction='Answer in one word, please.'", "train.rollout.engine=transformers"]:  # fmt: skip
+        written.write_text(text)
+        apply_overrides(written, [item])
+        by_dvc = load_params(written).model_dump(mode="json")
+        written.write_text(text)
+        by_groupwise = with_overrides(load_params(written), assignments_to_overrides([item])).model_dump(mode="json")
+        assert by_groupwise == by_dvc, item

@@ -1,5 +1,5 @@
-"""`kill -9` of a process running a flow on Prefect's temporary server: the server stops listening
-(it kept running before `flows.prefect_server` guarded it)."""
+"""A groupwise command's own Prefect server (`prefect server start`, `flows.prefect_api`): its flows run
+against it, it stops when the command ends, and after a `kill -9` of the command it stops listening."""
 
 from __future__ import annotations
 
@@ -18,16 +18,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 FLOW = """
 import sys, time
-import flows  # what every groupwise command imports
-from prefect import flow
+from urllib.parse import urlparse
+from prefect import flow, get_client
+from flows.prefect_api import prefect_api  # what `groupwise retrain` and `groupwise study` enter
 
 @flow
-def waits():
-    from prefect.server.api.server import SubprocessASGIServer
-    print("PORT", SubprocessASGIServer().port, flush=True)
-    time.sleep(600)
+def waits(url):
+    with get_client(sync_client=True) as client:  # this flow run is on the command's own server
+        assert client.api_url.host == urlparse(url).hostname and client.read_flow_runs()
+    print("PORT", urlparse(url).port, flush=True)
+    time.sleep(float(sys.argv[1]))
 
-waits()
+with prefect_api() as url:
+    waits(url)
+print("ENDED", flush=True)
 """
 
 
@@ -39,11 +43,30 @@ def _listening(port: int) -> bool:
         return False
 
 
-def test_the_temporary_prefect_server_dies_with_a_killed_flow_process(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the temporary server
+def _run(tmp_path, seconds: float):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server of one's own
     log = tmp_path / "flow.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", FLOW], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=out, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", FLOW, str(seconds)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=out, text=True
+        ), log
+
+
+def test_the_command_s_prefect_server_stops_when_the_command_ends(tmp_path):
+    proc, log = _run(tmp_path, 0)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), log.read_text()[-3000:]
+        port = int(line.split()[1])
+        assert proc.stdout.readline().strip() == "ENDED" and proc.wait(60) == 0, log.read_text()[-3000:]
+        assert not _listening(port), f"the command's server on port {port} outlived the command"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_command_s_prefect_server_dies_with_a_killed_command(tmp_path):
+    proc, log = _run(tmp_path, 600)
     try:
         line = proc.stdout.readline()
         assert line.startswith("PORT "), log.read_text()[-3000:]

@@ -89,6 +89,27 @@ def test_set_overrides_params_for_one_run_and_bad_assignments_exit_2(tmp_path):
         assert result.exit_code == 2 and "expected KEY=VALUE" in result.output, bad
 
 
+def test_a_step_run_by_dvc_refuses_what_dvc_lock_could_not_record(tmp_path, monkeypatch):
+    """Inside a DVC stage (DVC_STAGE set), `groupwise build` refuses a groups file of one's own that the
+    build stage does not list under its deps, and any step refuses --set, each in one line with exit 2,
+    before anything is written."""
+    project = make_project(tmp_path / "p", "tiny", {"data.groups_file": "data/mine.jsonl"})
+    (project / "data" / "mine.jsonl").write_text((ROOT / "data" / "examples" / "groups.jsonl").read_text())
+    monkeypatch.setenv("DVC_STAGE", "build")
+    result = runner.invoke(app, ["build", "--params", str(project / "params.yaml")])
+    assert result.exit_code == 2 and "does not list data.groups_file 'data/mine.jsonl' under its deps" in result.output
+    assert not (project / "data" / "groups").exists()
+    result = runner.invoke(app, ["validate", "--params", str(project / "params.yaml"), "-S", "seed=7"])
+    assert result.exit_code == 2 and "--set seed=7 inside DVC stage 'build'" in result.output and "dvc exp run -S seed=7" in result.output
+    monkeypatch.delenv("DVC_STAGE")
+    declared = (project / "dvc.yaml").read_text().replace("      - data/templates ", "      - data/mine.jsonl\n      - data/templates ", 1)
+    (project / "dvc.yaml").write_text(declared)
+    monkeypatch.setenv("DVC_STAGE", "build")
+    result = runner.invoke(app, ["build", "--params", str(project / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    assert (project / "data" / "groups").is_dir()
+
+
 def test_evaluate_without_checkpoint_says_what_is_missing(tmp_path, tiny_model_dir):
     project = make_project(tmp_path / "p", "tiny")
     params = str(project / "params.yaml")
