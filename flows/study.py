@@ -160,6 +160,8 @@ def run_arm(params: Params, study: Study, name: str, parent: str) -> dict:
             evaluated = steps.evaluate(params, arm_run)
             record["eval_seconds"] = time.perf_counter() - started
             print(f"[study/{name}] {evaluated.summary}")
+            record["eval_time"] = evaluated.time  # the evaluation's phases: where an arm's evaluation time goes
+            print(f"[study/{name}] evaluation {record['eval_seconds']:.0f} s, {evaluated.time}")
             write_results(params, record, out)
         if curve_pending(params, study, name):
             learning_curve(params, study, name, arm_run)

@@ -132,9 +132,25 @@ def make_project(dest: Path, profile: str, overrides: dict | None = None) -> Pat
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     params_path = dest / "params.yaml"
+    profile_edits = {k: v for k, v in (overrides or {}).items() if k.startswith("profiles.")}
+    if profile_edits:  # a profile changed before it is written in (a round trip that keeps the generated part's lines)
+        from ruamel.yaml import YAML
+
+        editor = YAML()
+        document = editor.load(params_path.read_text())
+        for dotted, value in profile_edits.items():
+            *parents, leaf = dotted.split(".")
+            node = document
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = value
+        with params_path.open("w") as out:
+            editor.dump(document, out)
     use_profile(params_path, profile)
     raw = yaml.safe_load(params_path.read_text())
     for dotted, value in (overrides or {}).items():
+        if dotted in profile_edits:
+            continue
         keys = dotted.split(".")
         replaced = ["consistency"] if keys[0] == "study" else keys[1:2] or list(value) if keys[0] == "studies" else []
         for name in replaced:  # a study given inline replaces its file in studies/

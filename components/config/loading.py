@@ -15,7 +15,7 @@ from components.config.markers import written_profile
 from components.config.migrations import TRL_PARAM_ALIASES, migrate_keys
 from components.config.operations import PathsConfig
 from components.config.params import Params
-from components.config.tree import section_type
+from components.config.tree import dig, leaves, section_type
 
 
 def read_yaml(text: str) -> Any:
@@ -98,8 +98,9 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     The layers, each over the one before: the typed defaults; the profile the file's `profile` key names;
     the file's top level. The file's top level wins over its own profile, so every value the file lists,
     and so every value `dvc exp run -S` writes and `dvc exp show` lists, is the value that runs. A profile
-    asked for by `profile` or GROUPWISE_PROFILE that is not the file's own takes its place and wins over
-    the file's values (a run DVC does not record; refused inside a DVC stage)."""
+    asked for by `profile` or GROUPWISE_PROFILE that is not the file's own takes its place: the typed
+    defaults, then what the file changes of its own profile (a `-S` edit, a key of one's own), then the
+    asked profile (a run DVC does not record; refused inside a DVC stage)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
@@ -120,9 +121,10 @@ def load_params(path: str | Path = "params.yaml", profile: str | None = None) ->
     if asked == own:
         _refuse_mislabelled(text, path, own)
         raw = _deep_merge(_profile_overrides(profiles, own, path), raw)
-    else:  # in place of the file's own profile, and over the file's values
+    else:  # in place of the file's own profile: over what the file changes of it
         _refuse_in_dvc_stage(path, asked)
-        raw = _deep_merge(raw, _profile_overrides(profiles, asked, path))
+        edited = _deep_merge(_typed_defaults(), _edits(raw, _profile_overrides(profiles, own, path), path))
+        raw = _deep_merge(edited, _profile_overrides(profiles, asked, path))
     raw["profile"] = asked
     try:
         params = Params.model_validate(raw)
@@ -151,11 +153,37 @@ def _profile_overrides(profiles: dict, name: str, path: Path) -> dict:
     return migrate_keys(profiles.get(name, {}), f"{path} (profile {name!r})")
 
 
+def _typed_defaults() -> dict:
+    """Every section at its typed default, as a params file listing them all holds them."""
+    return Params().model_dump(mode="json", exclude={"profile", "study", "studies"})
+
+
 def profile_values(profile: dict) -> Params:
     """The typed defaults with `profile` deep-merged over them, as a file listing every default gets them
     (a dict-valued field such as reward.weights keeps the default entries the profile does not name)."""
-    defaults = Params().model_dump(mode="json", exclude={"profile", "study", "studies"})
-    return Params.model_validate(_deep_merge(defaults, profile))
+    return Params.model_validate(_deep_merge(_typed_defaults(), profile))
+
+
+def _edits(top: dict, own: dict, path: Path) -> dict:
+    """The values of the file's top level that differ from what its own profile gives them (the typed
+    defaults with `own` applied), as nested overrides; validation names a bad value."""
+    try:
+        listed = Params.model_validate(_deep_merge(own, {k: v for k, v in top.items() if k != "profile"})).model_dump(mode="json")
+    except ValidationError as exc:
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise ParamsError(f"{path}: {problems}") from exc
+    written = profile_values(own).model_dump(mode="json")
+    edits: dict = {}
+    for leaf in leaves(listed):
+        if dig(listed, leaf) != dig(written, leaf) and leaf[0] not in ("profile", "study", "studies"):
+            node = edits
+            for key in leaf[:-1]:
+                node = node.setdefault(key, {})
+            node[leaf[-1]] = dig(listed, leaf)
+    for section in ("study", "studies"):  # a study's config is the file's, whichever profile runs
+        if section in top:
+            edits[section] = top[section]
+    return edits
 
 
 def _refuse_mislabelled(text: str, path: Path, name: str) -> None:

@@ -8,11 +8,11 @@ Tables (one pandas DataFrame each, default RangeIndex):
 - ``files``: one row per expected file — ``file``, ``n_groups`` (0 when the file is missing),
   ``status`` ("3 group(s)" / "file not found").
 - ``groups``: one row per non-blank line — ``file``, ``line``; ``row_error`` (not JSON / not an
-  object); the raw ``group_id``/``domain``/``task``/``split`` when they are strings; a type label
-  list ``type_problems`` (``["group_id: missing"]``, from `GROUP_FIELD_TYPES`) and computed
-  columns.
+  object); the raw ``group_id``/``domain``/``task``/``split`` when they are strings; a list
+  ``type_problems`` (``["group_id: missing"]``: the fields whose type pydantic refuses against
+  `PromptGroup` itself) and computed columns.
 - ``members``: one row per element of ``members`` — ``file``, ``line``, ``member_index``,
-  ``group_id``, ``variant_id``, ``type_problems`` (`MEMBER_FIELD_TYPES`), ``text_chars`` and
+  ``group_id``, ``variant_id``, ``type_problems`` (against `Member`), ``text_chars`` and
   computed columns.
 
 GX's native expectations read the raw string columns (lengths of ``text_stripped``, patterns in
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
+from pydantic import BaseModel, ValidationError
 
 from components.contracts.groups import undeclared_differences
 from components.contracts.naming import UnknownNameError
@@ -55,25 +56,6 @@ class PromptTokenizer(Protocol):
 
 
 MISSING = "missing"
-_OPTIONAL = (MISSING, "null")
-
-# field -> accepted `type_label`s (the JSON shape of the PromptGroup schema)
-GROUP_FIELD_TYPES: dict[str, tuple[str, ...]] = {
-    "group_id": ("str",),
-    "domain": ("str",),
-    "task": ("str",),
-    "split": ("str",),
-    "members": ("list[dict]",),
-    "variant_axes": (MISSING, "dict[]", "dict[str, list[str]]"),
-    "valid_answers": (*_OPTIONAL, "list[]", "list[str]"),
-    "answer_normalizer": (*_OPTIONAL, "str"),
-    "decision": (*_OPTIONAL, "dict[str, int|list[str]|str]"),
-}
-MEMBER_FIELD_TYPES: dict[str, tuple[str, ...]] = {
-    "variant_id": ("str",),
-    "text": ("str",),
-    "attributes": (MISSING, "dict[]", "dict[str, str]"),
-}
 
 
 @dataclass(frozen=True)
@@ -104,14 +86,31 @@ def type_label(value: Any, depth: int = 2) -> str:
     return type(value).__name__
 
 
-def _type_problems(row: dict[str, Any], expected: dict[str, tuple[str, ...]]) -> list[str]:
-    """``["text: missing", "group_id: int"]`` for each field whose type label is not accepted."""
-    problems = []
-    for name, accepted in expected.items():
-        depth = 1 if name == "members" else 2  # members' own fields are checked per member
-        label = type_label(row[name], depth) if name in row else MISSING
-        if label not in accepted:
-            problems.append(f"{name}: {label}")
+def _is_type_error(error: dict) -> bool:
+    """A pydantic error about a field's JSON type or presence; value rules (lengths, value sets, checks
+    across fields) and unknown fields are rules of the suite's own, with their own messages. A value set
+    (task, split) given something other than a string is a type error too."""
+    if error["type"] in ("literal_error", "enum"):
+        return not isinstance(error.get("input"), str)
+    return error["type"] in ("missing", "none_required") or error["type"].endswith("_type")
+
+
+def _type_problems(row: dict[str, Any], model: type[BaseModel]) -> list[str]:
+    """``["text: missing", "group_id: int"]``: each field of `row` whose JSON type the schema `model`
+    refuses. pydantic decides against the schema itself (nothing restates it here); the label says
+    what the row holds. A member's own fields are its row's (`Member`), not its group's."""
+    try:
+        model.model_validate(row)
+        return []
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if _is_type_error(e) and not (e["loc"][0] == "members" and len(e["loc"]) > 2)]
+    problems: list[str] = []
+    for error in errors:
+        name = str(error["loc"][0])
+        depth = 1 if name == "members" else 2  # a member that is not an object: the group's list of members
+        problem = f"{name}: {MISSING if error['type'] == 'missing' else type_label(row.get(name), depth)}"
+        if problem not in problems:
+            problems.append(problem)
     return problems
 
 
@@ -198,7 +197,7 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record: dict[str, Any] = {"file": file, "line": line, "row_error": error}
     row = row or {}
     parsed = error is None
-    record["type_problems"] = _type_problems(row, GROUP_FIELD_TYPES) if parsed else []
+    record["type_problems"] = _type_problems(row, PromptGroup) if parsed else []
     record["n_type_problems"] = len(record["type_problems"]) if parsed else None
     for name in ("group_id", "domain", "task", "split"):
         record[name] = _str_or_none(row.get(name))
@@ -268,7 +267,7 @@ def _member_records(group: dict[str, Any], row: dict[str, Any] | None, tokenizer
             "group_id": group["group_id"],
             "split": group["split"],
         }
-        problems = _type_problems(m, MEMBER_FIELD_TYPES) if is_dict else [f"member: {type_label(member)}"]
+        problems = _type_problems(m, Member) if is_dict else [f"member: {type_label(member)}"]
         record["type_problems"] = problems
         record["n_type_problems"] = len(problems)
         unknown = sorted(set(m) - set(MEMBER_FIELDS))

@@ -29,7 +29,7 @@ RULES: dict[str, str] = {
     "line_is_json_object": "each non-blank line is a JSON object",
     "required_fields_typed": "required fields present with the right JSON type: group_id, domain, "
     "task, split: str; members: list of objects; member variant_id, text: str; optional fields "
-    "typed (see flatten.GROUP_FIELD_TYPES / MEMBER_FIELD_TYPES)",
+    "typed (pydantic against the PromptGroup / Member schema)",
     "no_unknown_fields": "no fields outside the PromptGroup / Member schema, in groups and in members",
     "ids_not_empty": "group_id, domain and variant_id are not empty or blank",
     "no_control_characters": "no control characters (Unicode Cc other than newline and tab) in texts, ids, attributes or valid answers",

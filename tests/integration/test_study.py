@@ -37,6 +37,7 @@ def test_study_runs_arms_resumes_and_never_registers(tmp_path, tiny_model_dir, p
     for arm in ("greedy", "grpo"):
         record = json.loads((results / "consistency/arms" / arm / "arm.json").read_text())
         assert record["name"] == arm and len(record["fingerprint"]) == 16 and len(record["groups_sha256"]) == 64
+        assert record["eval_time"].startswith("time: ") and "sampling" in record["eval_time"]  # the phases, printed too
         metrics = json.loads((results / "consistency/arms" / arm / "metrics.json").read_text())
         assert metrics["consistency"]["axis"] == "gender" and set(metrics["consistency"]["per_domain"]) == {"investment", "job"}
         kept = pd.read_csv(results / "consistency/arms" / arm / "samples.csv.gz")  # the samples, for metrics added later

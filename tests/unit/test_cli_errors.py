@@ -125,7 +125,7 @@ def test_a_builtin_error_is_a_bug_in_every_command_and_keeps_its_traceback(tmp_p
     [
         (["register"], None, "data/reports/metrics.json: no evaluation metrics; run `groupwise evaluate` first"),
         (["import", "{tmp}/missing.jsonl"], None, "missing.jsonl: no such file to import"),
-        (["show-params", "-S", "train.steps=[1"], None, "--set 'train.steps=[1': the value is not valid YAML"),
+        (["show-params", "-S", "train.steps=[1"], None, "--set 'train.steps=[1': not a value `dvc exp run -S` reads"),
         (["show-params"], lambda p: p.joinpath("params.yaml").write_bytes(b"\xff\xfe"), "params.yaml: not valid YAML"),
         (["build"], lambda p: p.joinpath("data/templates/investment.yaml").write_bytes(b"\xff\xfe"),
          "investment.yaml: not valid YAML"),

@@ -109,6 +109,14 @@ def test_a_file_naming_another_profile_than_its_generated_part_holds_is_refused_
     apart = {"root", "paths", "tracking", "study", "studies"}  # where the copy lives; its folder has no studies/
     assert written.model_dump(exclude=apart) == paper.model_dump(exclude=apart)
     assert generated_part(path) == expected_part(path)  # `document --check` holds for a file written with a profile
+    # another profile asked for takes the written one's place: paper's values do not leak into it
+    fairness, reference = load_params(path, "fairness"), load_params(ROOT / "params.yaml", "fairness")
+    assert fairness.model_dump(exclude=apart) == reference.model_dump(exclude=apart)
+    text = path.read_text()
+    path.write_text(text.replace("\n  lr: 2.0e-4", "\n  lr: 7.0e-4", 1))  # an edit of the file (what -S writes) stays
+    assert load_params(path).train.lr == 7e-4 and load_params(path, "fairness").train.lr == 5e-4  # fairness sets lr
+    assert load_params(path, "smoke").train.lr == 7e-4 and load_params(ROOT / "params.yaml", "smoke").train.lr == 3e-4
+    path.write_text(text)
     assert use_profile(path, "default") and generated_part(path) == generated_part(ROOT / "params.yaml")
     assert path.read_text() == (ROOT / "params.yaml").read_text()
 

@@ -1,4 +1,4 @@
-"""A temporary Prefect server dies with the process that started it (`flows.prefect_server`): the
+"""A command's Prefect server dies with the process that started it (`flows.prefect_api`): the
 guard stops its command once that process is gone, even after `kill -9`, and passes exit codes on.
 Real processes, no Prefect (tests/integration/test_prefect_server_dies.py runs a real flow)."""
 
@@ -11,15 +11,14 @@ import sys
 import time
 
 import psutil
-import pytest
 
-from flows import prefect_server
+from flows import prefect_api
 from tests.conftest import ROOT
 
 # a "groupwise" process that starts a guarded command, prints the command's pid and waits
 STARTER = """
 import subprocess, sys, time
-from flows.prefect_server import guarded_command
+from flows.prefect_api import guarded_command
 guard = subprocess.Popen(guarded_command([sys.executable, "-c", "import time; time.sleep(600)"]))
 def command():  # the guard's child once it runs the command (not while it is the guard's fork)
     children = __import__("psutil").Process(guard.pid).children()
@@ -63,7 +62,7 @@ def test_kill_9_of_the_guard_stops_the_command_too():
     starter = subprocess.Popen([sys.executable, "-c", STARTER], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         guard, command = map(int, starter.stdout.readline().split())
-        os.kill(guard, signal.SIGKILL)  # as Prefect's stop() does when SIGTERM takes over 5 s
+        os.kill(guard, signal.SIGKILL)  # as flows.prefect_api does when SIGTERM takes over 10 s
         assert _gone(command, 10)
     finally:
         starter.kill()
@@ -71,39 +70,23 @@ def test_kill_9_of_the_guard_stops_the_command_too():
 
 
 def test_the_guard_passes_the_exit_code_on_and_stops_on_sigterm():
-    """Prefect reads exit code 3 of its server as "port taken" and retries on another port."""
-    code = subprocess.run(prefect_server.guarded_command([sys.executable, "-c", "raise SystemExit(3)"]), cwd=ROOT)
+    """`prefect server start` exits with 3 when its port is taken, and flows.prefect_api chooses another."""
+    code = subprocess.run(prefect_api.guarded_command([sys.executable, "-c", "raise SystemExit(3)"]), cwd=ROOT)
     assert code.returncode == 3
-    guard = subprocess.Popen(prefect_server.guarded_command([sys.executable, "-c", "import time; time.sleep(600)"]), cwd=ROOT)
+    guard = subprocess.Popen(prefect_api.guarded_command([sys.executable, "-c", "import time; time.sleep(600)"]), cwd=ROOT)
     while not (children := psutil.Process(guard.pid).children()) or "time.sleep(600)" not in " ".join(children[0].cmdline()):
         time.sleep(0.05)
-    guard.terminate()  # Prefect's stop()
+    guard.terminate()  # flows.prefect_api at the command's end
     guard.wait(10)
     assert _gone(children[0].pid, 1)
 
 
-def test_prefect_servers_module_popens_through_the_guard():
-    pytest.importorskip("prefect")
-    import prefect.server.api.server as server_module
-
-    import flows  # noqa: F401  (installs the guard)
-
-    prefect_server.guard_temporary_server()  # idempotent
-    assert server_module.subprocess.Popen is prefect_server._GuardedPopen
-    assert server_module.subprocess.TimeoutExpired is subprocess.TimeoutExpired
-
-
-def test_the_prefect_internals_the_guard_replaces_are_still_there():
-    """The guard swaps the `subprocess` module that Prefect's server module uses to start uvicorn; Prefect
-    has no supported hook for the temporary server's command. This fails on the first Prefect version
-    where that module no longer starts the server through `subprocess.Popen` (then the guard would
-    silently do nothing, and a killed flow would leave its server listening)."""
-    import importlib
-    import inspect
-
-    module = importlib.import_module(prefect_server.SERVER_MODULE)
-    prefect_server.guard_temporary_server()
-    assert isinstance(module.subprocess, prefect_server._GuardedSubprocess), "the guard is not installed"
-    source = inspect.getsource(module.SubprocessASGIServer._run_uvicorn_command)
-    assert "subprocess.Popen(" in source, "Prefect no longer starts its temporary server with subprocess.Popen"
-    assert module.subprocess.Popen is prefect_server._GuardedPopen
+def test_the_command_s_server_is_started_with_flags_prefect_s_cli_has():
+    """flows.prefect_api starts `prefect server start` through Prefect's public CLI; every flag it passes is
+    one that CLI documents (this fails on the first Prefect version that drops one)."""
+    command = prefect_api.server_command(4200)
+    assert command[:5] == [sys.executable, "-m", "prefect", "server", "start"]
+    shown = subprocess.run([*command[:5], "--help"], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    for flag in (part for part in command[5:] if part.startswith("--")):
+        assert flag in shown.stdout, f"`prefect server start` no longer takes {flag}"

@@ -489,3 +489,21 @@ def test_each_run_goes_through_checkpoints_into_gx_data_docs(built_rows: Rows, t
     failing = [p.read_text() for p in pages[3:] if "text_stripped" in p.read_text()]
     assert failing and "fail" in failing[0].lower()
     assert "index.html" in {p.name for p in (good / "data_docs").iterdir()}
+
+
+def test_the_type_rule_is_the_schema_s_own_for_every_field(built_rows: Rows) -> None:
+    """`required_fields_typed` is pydantic against PromptGroup and Member: every field of either, given a
+    value of a JSON type its annotation does not take (or left out when it is required), is a type problem
+    naming it; a well-typed row has none."""
+    from components.data.schema import Member, PromptGroup
+    from components.validation.flatten import _type_problems
+
+    group = copy.deepcopy(built_rows["consistency"][0])
+    member = group["members"][0]
+    assert _type_problems(group, PromptGroup) == [] and _type_problems(member, Member) == []
+    for model, row in ((PromptGroup, group), (Member, member)):
+        for name, info in model.model_fields.items():
+            broken = {**row, name: 12345 if name != "decision" else [1]}
+            assert any(p.startswith(f"{name}: ") for p in _type_problems(broken, model)), name
+            if info.is_required():
+                assert f"{name}: missing" in _type_problems({k: v for k, v in row.items() if k != name}, model)
