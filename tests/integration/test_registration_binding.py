@@ -76,14 +76,14 @@ def test_metrics_without_a_binding_register_nothing(project):
 def test_other_evaluation_params_register_nothing(project):
     text = (project / "params.yaml").read_text()
     data = yaml.safe_load(text)
-    data["profiles"]["tiny"].setdefault("eval", {})["temperature"] = 0.3
+    data["eval"]["temperature"] = 0.3  # the file lists the tiny profile's values (make_project writes it in)
     (project / "params.yaml").write_text(yaml.safe_dump(data))
     params = load_params(project / "params.yaml")
     with pytest.raises(BindingError, match=r"the evaluation params \(data, eval, model, reward, seed"):
         steps.register(params)
     # gates and registry params are not part of what was evaluated: changing them is allowed
-    data["profiles"]["tiny"]["eval"].pop("temperature")
-    data["profiles"]["tiny"].setdefault("gate", {})["champion_max_gap_increase"] = 5.0
+    data["eval"]["temperature"] = yaml.safe_load(text)["eval"]["temperature"]
+    data["gate"]["champion_max_gap_increase"] = 5.0
     (project / "params.yaml").write_text(yaml.safe_dump(data))
     assert steps.register(load_params(project / "params.yaml")).metrics["version"] == "1"
 
