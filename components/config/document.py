@@ -132,7 +132,8 @@ PROFILE_KEY = "profile:"  # the line of params.yaml, above the generated part, t
 def use_profile(path: Path, name: str) -> bool:
     """Make `path` run profile `name`: its `profile` line names it and its generated part holds the defaults
     with that profile applied (whatever the generated part held before is replaced). True when it changed."""
-    lines = Path(path).read_text().splitlines()
+    before = Path(path).read_text().splitlines()
+    lines = list(before)
     first, last = _span(lines, path)
     overrides = profile_overrides(path, name)
     named = [i for i, line in enumerate(lines[:first]) if line.startswith(PROFILE_KEY)]
@@ -143,7 +144,7 @@ def use_profile(path: Path, name: str) -> bool:
         f"{' ' * max(1, COMMENT_COLUMN - len(PROFILE_KEY) - len(name) - 2)}#{comment}" if comment else ""
     )
     new = [*lines[:first], *render_defaults(overrides, name), *lines[last + 1 :]]
-    if new == Path(path).read_text().splitlines():
+    if new == before:
         return False
     atomic_write_text(Path(path), "\n".join(new) + "\n")
     return True

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -43,34 +44,32 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _run(tmp_path, seconds: float):
+@contextmanager
+def _command(tmp_path, seconds: float):
+    """The flow command above, running; (process, its server's port, its log); killed at the end."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server of one's own
     log = tmp_path / "flow.log"
     with log.open("w") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-c", FLOW, str(seconds)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=out, text=True
-        ), log
-
-
-def test_the_command_s_prefect_server_stops_when_the_command_ends(tmp_path):
-    proc, log = _run(tmp_path, 0)
+        )
     try:
         line = proc.stdout.readline()
         assert line.startswith("PORT "), log.read_text()[-3000:]
-        port = int(line.split()[1])
-        assert proc.stdout.readline().strip() == "ENDED" and proc.wait(60) == 0, log.read_text()[-3000:]
-        assert not _listening(port), f"the command's server on port {port} outlived the command"
+        yield proc, int(line.split()[1]), log
     finally:
         proc.kill()
         proc.wait()
 
 
+def test_the_command_s_prefect_server_stops_when_the_command_ends(tmp_path):
+    with _command(tmp_path, 0) as (proc, port, log):
+        assert proc.stdout.readline().strip() == "ENDED" and proc.wait(60) == 0, log.read_text()[-3000:]
+        assert not _listening(port), f"the command's server on port {port} outlived the command"
+
+
 def test_the_command_s_prefect_server_dies_with_a_killed_command(tmp_path):
-    proc, log = _run(tmp_path, 600)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), log.read_text()[-3000:]
-        port = int(line.split()[1])
+    with _command(tmp_path, 600) as (proc, port, _log):
         assert _listening(port)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -78,6 +77,3 @@ def test_the_command_s_prefect_server_dies_with_a_killed_command(tmp_path):
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.25)
         assert not _listening(port), f"the temporary server on port {port} outlived its flow process"
-    finally:
-        proc.kill()
-        proc.wait()
