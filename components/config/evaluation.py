@@ -99,6 +99,11 @@ class EvalConfig(_Section):
         0.7, ge=0, description="documented evaluation temperature (the paper gives none); 0: greedy (one sample, repeated n times)"
     )
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the evaluation (1.0: off)")
+    seed: int | None = Field(
+        None,
+        description="seed of the evaluation's sampling and bootstrap (null: the run's seed); a study that gives every arm "
+        "the same one samples the base model once for all of them (paths.base_outputs)",
+    )
     batch_size: int = Field(48, ge=1, description="sequences per generate call of the transformers engine")
     max_consistency_groups: int = Field(
         12,

@@ -36,6 +36,11 @@ class Params(_Section):
     )
     root: Path = Field(Path("."), exclude=True, description="folder of the params file")
 
+    @property
+    def eval_seed(self) -> int:
+        """The evaluation's seed: `eval.seed`, else the run's `seed`."""
+        return self.seed if self.eval.seed is None else self.eval.seed
+
     @model_validator(mode="after")
     def _study_names(self) -> "Params":
         for name in self.studies:

@@ -87,7 +87,7 @@ def sampling_config(params: Params) -> SamplingConfig:
     cfg = params.eval
     return SamplingConfig(
         n=cfg.samples_per_prompt, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-        top_p=cfg.top_p, seed=params.seed,
+        top_p=cfg.top_p, seed=params.eval_seed,
     )  # fmt: skip
 
 
@@ -95,7 +95,7 @@ def candidate_sampling(params: Params) -> SamplingConfig:
     """The candidate's sampling: eval's, with `eval.candidate.temperature` and seed offset applied."""
     candidate = params.eval.candidate
     temperature = params.eval.temperature if candidate.temperature is None else candidate.temperature
-    return replace(sampling_config(params), temperature=temperature, seed=params.seed + candidate.seed_offset)
+    return replace(sampling_config(params), temperature=temperature, seed=params.eval_seed + candidate.seed_offset)
 
 
 def _timed(engine: GenerationEngine, prompts: list[str], cfg: SamplingConfig, adapter: Path | None) -> tuple[list[list[Sample]], dict]:
@@ -143,7 +143,7 @@ def score_fairness_on_own_engine(
     """`score_fairness` on an engine of its own in `eval.fairness.dtype` (the engine kind of
     `eval.engine`, its fallback rule included; `opened`: one started already, closed here too);
     `weights_sha256` keys the base's kept outputs."""
-    engine, choice = opened or open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.seed)
+    engine, choice = opened or open_engine(params.eval.engine, base_model_dir, params.eval, params.eval.fairness.dtype, params.eval_seed)
     try:
         return score_fairness(engine, params, adapter, cached_base_outputs(params, weights_sha256, choice.used, params.eval.fairness.dtype))
     finally:
@@ -184,7 +184,7 @@ def evaluate_models(
     started = time.perf_counter()
     if engine is None:  # the decisions' engine starts beside the sampling engine, and waits
         dtypes = [params.eval.dtype, params.eval.fairness.dtype] if own_decisions else [params.eval.dtype]
-        (engine, choice), *others = open_engines(params.eval.engine, base_model_dir, params.eval, dtypes, params.seed)
+        (engine, choice), *others = open_engines(params.eval.engine, base_model_dir, params.eval, dtypes, params.eval_seed)
         decision_engine, owned = (others[0] if others else None), True
     else:
         choice, owned = EngineChoice(engine.name, engine.name), False
@@ -301,7 +301,7 @@ def summary_settings(params: Params) -> SummarySettings:
     return SummarySettings(
         alpha=cfg.significance_level, max_truncated_share=cfg.max_truncated_share, max_new_tokens=cfg.max_new_tokens,
         power=cfg.power, bootstrap_resamples=cfg.bootstrap_resamples, confidence_level=cfg.confidence_level,
-        seed=params.seed,
+        seed=params.eval_seed,
     )  # fmt: skip
 
 
@@ -323,7 +323,7 @@ def fairness_results(frames: EvaluationFrames, params: Params) -> FairnessResult
     for decisions in frames.decisions:
         summary, comparisons, effects = summarize_decisions(
             decisions, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
-            confidence=cfg.confidence_level, seed=params.seed,
+            confidence=cfg.confidence_level, seed=params.eval_seed,
         )  # fmt: skip
         out.summaries[summary.benchmark] = summary
         out.comparisons += comparisons
@@ -331,7 +331,7 @@ def fairness_results(frames: EvaluationFrames, params: Params) -> FairnessResult
     if parts:
         out.effects = pd.concat(parts, ignore_index=True)
     if frames.bbq is not None:
-        out.bbq = summarize_bbq(frames.bbq, n_resamples=cfg.bootstrap_resamples, confidence=cfg.confidence_level, seed=params.seed)
+        out.bbq = summarize_bbq(frames.bbq, n_resamples=cfg.bootstrap_resamples, confidence=cfg.confidence_level, seed=params.eval_seed)
     return out
 
 
@@ -365,7 +365,7 @@ def evaluate_snapshots(params: Params, groups: list[PromptGroup], checkpoints: S
     """The summary of each checkpoint against the base model, in order (a learning curve's points):
     one engine for all, the base samples drawn once, no decision benchmarks (the curve plots the
     paper's gap); each summary as soon as its checkpoint is scored."""
-    engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.seed)
+    engine, _ = open_engine(params.eval.engine, params.paths.base_model, params.eval, params.eval.dtype, params.eval_seed)
     base_outputs = None
     try:
         for checkpoint in checkpoints:

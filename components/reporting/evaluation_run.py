@@ -114,11 +114,11 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
         "alpha": cfg.significance_level,
         "confidence_level": cfg.confidence_level,
         "bootstrap_resamples": cfg.bootstrap_resamples,
-        "seed": params.seed,
+        "seed": params.eval_seed,
     }
     comparisons = compare_all(
         frames.consistency, frames.diversity, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
-        confidence=cfg.confidence_level, seed=params.seed,
+        confidence=cfg.confidence_level, seed=params.eval_seed,
     ) + fairness.comparisons  # fmt: skip
     decision = evaluate_gates(summary, params.gate)  # the champion comparison is register's: it needs the registry
     note = "The gates of params.yaml on this evaluation; `register` also compares with the current champion."

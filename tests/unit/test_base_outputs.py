@@ -124,3 +124,47 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
         pd.testing.assert_frame_equal(other.bbq.items, first.bbq.items)
         assert all((other.bbq.logprobs[m] == first.bbq.logprobs[m]).all() for m in ("base", "tuned"))
         pd.testing.assert_frame_equal(other.consistency, first.consistency)
+
+
+def test_arms_of_other_training_seeds_share_the_base_side_when_the_evaluation_seed_is_fixed(
+    tiny_model_dir, tmp_path, tmp_path_factory, monkeypatch
+):
+    """`eval.seed` fixed: two arms that differ only in the run's seed sample the base model once between
+    them, and the second arm's base samples are the first's; without it, each arm samples its own base."""
+    from tests.unit.test_eval_inputs import tiny_checkpoint
+
+    calls = []
+    real_generate = TransformersGenerationEngine.generate
+
+    def recording_generate(self, prompts, cfg, adapter=None):
+        calls.append((adapter, cfg.seed))
+        return real_generate(self, prompts, cfg, adapter)
+
+    monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
+    monkeypatch.setattr(
+        "components.embeddings.embed",
+        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
+    )
+    checkpoint = tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
+    groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
+
+    def arm(seed: int, eval_seed: int | None, kept):
+        params = Params(seed=seed)
+        small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5,
+                 "seed": eval_seed, "fairness": FairnessConfig(benchmarks=[])}  # fmt: skip
+        paths = params.paths.model_copy(update={"base_outputs": kept})
+        params = params.model_copy(update={"eval": params.eval.model_copy(update=small), "paths": paths})
+        return params, evaluate_models(params, groups, tiny_model_dir, checkpoint)
+
+    adapter = checkpoint / "adapter"
+    first_params, first = arm(2001, 77, tmp_path / "fixed")
+    second_params, second = arm(2002, 77, tmp_path / "fixed")
+    assert first_params.eval_seed == second_params.eval_seed == 77
+    assert calls == [(None, 77), (adapter, 77), (adapter, 77)]  # one base pass for both arms
+    assert second.generation["base"]["reused"] == 1
+    base = lambda frames: frames.samples[frames.samples["model"] == "base"].reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(base(second), base(first))
+
+    calls.clear()
+    own = [arm(seed, None, tmp_path / "own")[0].eval_seed for seed in (2001, 2002)]
+    assert own == [2001, 2002] and calls == [(None, 2001), (adapter, 2001), (None, 2002), (adapter, 2002)]
