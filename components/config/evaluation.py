@@ -172,6 +172,12 @@ class GateConfig(_Section):
         le=1,
         description="base - tuned share of consistency answers within the prompt's sentence limit <= this (null: off)",
     )
+    max_heldout_instruction_drop: float | None = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="base - tuned strict compliance on the held-out instruction families (data.instructions: families) <= this (null: off)",
+    )
     max_empty_rate_increase: float = Field(0.05, ge=0, le=1, description="tuned - base share of empty answers <= this (1 disables)")
     max_discrimination_increase: float | None = Field(
         0.01, ge=0,

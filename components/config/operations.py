@@ -17,6 +17,10 @@ class PathsConfig(_Section):
     heldout_templates: Path | None = Field(
         None, description="templates whose groups are all held out: domains only ever evaluated (null: none)"
     )
+    instruction_families: Path = Field(
+        Path("data/instructions/families.yaml"),
+        description="IFEval's instruction families and their split, train | heldout (data.instructions: families)",
+    )
     groups: Path = Field(Path("data/groups"), description="the built prompt groups (PromptGroup JSONL) the GX suite validates")
     validation: Path = Field(Path("data/validation"), description="the validation report and its Data Docs")
     base_model: Path = Field(Path("data/models/base"), description="the base model in safetensors (`groupwise prepare-model`)")

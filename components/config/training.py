@@ -41,6 +41,12 @@ class DataConfig(_Section):
         "SmolLM2-135M answers at T = 0.7 run to a median of 474 tokens and 45 % hit 512; with it the median is 62 "
         'and 95.8 % end with EOS within 512 (measured on 360 base samples; "Whole answers" in the docs)',
     )
+    instructions: Literal["answer_instruction", "families"] = Field(
+        "answer_instruction",
+        description="what consistency groups of templates without an answer_instruction of their own are told: "
+        "answer_instruction (the one above) | families: one instruction of paths.instruction_families a group, the same "
+        "for all its variants (components.instructions; train groups from the train families only)",
+    )
     min_chars: int = Field(8, ge=1, description="shortest prompt text the GX suite accepts")
     max_chars: int = Field(1500, ge=1, description="DiscrimEval's decision prompts (data.decision_groups) run to 1,343 characters")
     max_variants_per_group: int = Field(16, ge=2, description="members of one group (each costs K rollouts a step)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 TaskKind = Literal["consistency", "diversity"]
 Split = Literal["train", "heldout"]
@@ -57,6 +57,17 @@ class DecisionSpec(BaseModel):
     no_words: list[str] = Field(min_length=1)
 
 
+class InstructionSpec(BaseModel):
+    """The checkable instruction every member of a group was given (`components.instructions`): a
+    family (an IFEval instruction id or a registered checker), its settings, and its text as the
+    members carry it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    family: str = Field(min_length=1, description="IFEval instruction id or registered instruction checker")
+    kwargs: dict[str, str | int | list[str] | None] = Field(default_factory=dict, description="the checker's settings")
+    text: str = Field(min_length=1, description="the instruction's words, appended to every member's prompt")
+
+
 class PromptGroup(BaseModel):
     """One group of semantically equivalent prompts (consistency) or one diversity task."""
 
@@ -73,6 +84,19 @@ class PromptGroup(BaseModel):
     decision: DecisionSpec | None = Field(
         default=None, description="consistency: a yes/no decision question, answered in one token after a prefix"
     )
+
+    instruction: InstructionSpec | None = Field(
+        default=None, description="consistency: the checkable instruction all members were given (the same for every variant)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_instruction(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A group without an instruction serialises without the key: its row (JSONL, a hash of it, a
+        pre-registration's SHA-256) is byte for byte what it was before groups could carry one."""
+        data = handler(self)
+        if self.instruction is None:
+            data.pop("instruction", None)
+        return data
 
     @property
     def prompts(self) -> list[str]:

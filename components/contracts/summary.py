@@ -323,6 +323,38 @@ class BbqSummary(_Record):
         return None if low is None else low <= self.chance_accuracy
 
 
+class FamilyCompliance(_Record):
+    """One instruction family's compliance (or a split's, pooled), base vs tuned, strict and loose:
+    group means, the paired change tuned − base with its bootstrap CI and t-test p
+    (`components.evaluation.instruction_following`)."""
+
+    family: str
+    split: Literal["train", "heldout"]
+    n_groups: int
+    base_strict: float
+    tuned_strict: float
+    strict_change: float
+    strict_ci_low: float | None = None
+    strict_ci_high: float | None = None
+    strict_p_value: float | None = None
+    base_loose: float
+    tuned_loose: float
+    loose_change: float
+    loose_ci_low: float | None = None
+    loose_ci_high: float | None = None
+    loose_p_value: float | None = None
+
+
+class InstructionSummary(_Record):
+    """`instructions` of metrics.json: each family, the train and the held-out families pooled, and
+    the words of answers to prompts that ask for nothing."""
+
+    families: list[FamilyCompliance] = Field(default_factory=list)
+    train: FamilyCompliance | None = None
+    heldout: FamilyCompliance | None = None
+    uninstructed: dict[str, Any] | None = None  # n_groups, base_words, tuned_words, words_change_ci
+
+
 class Candidate(_Record):
     """What was compared with the base model (`eval.candidate` of params.yaml)."""
 
@@ -387,6 +419,7 @@ class EvaluationSummary(_Record):
     engine: EngineRecord | None = None
     fairness: dict[str, BenchmarkSummary] = Field(default_factory=dict)  # by benchmark name; absent: none evaluated
     bbq: BbqSummary | None = None  # absent: BBQ not evaluated
+    instructions: InstructionSummary | None = None  # absent: no group was given a family's instruction
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "evaluation summary") -> "EvaluationSummary":

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from components.config import DataConfig
 from components.data.schema import Member, PromptGroup
+from components.instructions.families import InstructionFamilies
 from components.data.templates import (
     ConsistencyTemplate,
     DiversityTemplate,
@@ -150,31 +151,56 @@ def assign_splits(groups: list[PromptGroup], data_cfg: DataConfig, seed: int) ->
     return [g.model_copy(update={"split": "heldout" if unit_of(g) in heldout else "train"}) for g in groups]
 
 
-def build_groups(templates_dir: Path, data_cfg: DataConfig, seed: int, heldout_dir: Path | None = None) -> list[PromptGroup]:
+def build_groups(
+    templates_dir: Path,
+    data_cfg: DataConfig,
+    seed: int,
+    heldout_dir: Path | None = None,
+    families: InstructionFamilies | None = None,
+) -> list[PromptGroup]:
     """All groups of all templates in `templates_dir`, split; deterministic given `seed`; then every
     group of the templates in `heldout_dir` (``paths.heldout_templates``), all held out: domains that
     are only ever evaluated, such as a confirmation's data fixed before any model saw it.
 
+    With ``data.instructions: families`` (`families` given), a consistency group of a template without
+    an ``answer_instruction`` of its own gets one instruction of `families` (`instruct`) after the
+    split is drawn: a train group from the train families, a held-out group from all of them.
+
     Order: template files by name, then groups in build order. Raises `TemplateError` on a bad
     template or when two templates produce the same group id.
     """
+    if (data_cfg.instructions == "families") != (families is not None):
+        raise ValueError("data.instructions is 'families' exactly when the families are given")
     owner: dict[str, Path] = {}
-    groups = assign_splits(_render(Path(templates_dir), data_cfg, seed, owner), data_cfg, seed)
+    told: set[str] = set()  # groups whose template gives them an instruction of its own
+    groups = assign_splits(_render(Path(templates_dir), data_cfg, seed, owner, told), data_cfg, seed)
     if heldout_dir is not None:
-        groups += [g.model_copy(update={"split": "heldout"}) for g in _render(Path(heldout_dir), data_cfg, seed, owner)]
+        groups += [g.model_copy(update={"split": "heldout"}) for g in _render(Path(heldout_dir), data_cfg, seed, owner, told)]
+    if families is not None:
+        groups = [g if g.task != "consistency" or g.group_id in told else instruct(g, families, seed) for g in groups]
     return groups
 
 
-def _render(templates_dir: Path, data_cfg: DataConfig, seed: int, owner: dict[str, Path]) -> list[PromptGroup]:
+def instruct(group: PromptGroup, families: InstructionFamilies, seed: int) -> PromptGroup:
+    """`group` with one instruction of `families` (train families for a train group, any for a held-out
+    one) appended, after one space, to every member's text alike, and recorded in `group.instruction`."""
+    splits = ("train",) if group.split == "train" else ("train", "heldout")
+    spec = families.draw(group.group_id, seed, splits)
+    members = [m.model_copy(update={"text": f"{m.text} {spec.text}"}) for m in group.members]
+    return group.model_copy(update={"members": members, "instruction": spec})
+
+
+def _render(templates_dir: Path, data_cfg: DataConfig, seed: int, owner: dict[str, Path], told: set[str]) -> list[PromptGroup]:
     groups: list[PromptGroup] = []
     for path, template in load_templates(templates_dir).items():
-        built = (
-            consistency_groups(
-                template, seed, data_cfg.answer_instruction if template.answer_instruction is None else template.answer_instruction
-            )
-            if isinstance(template, ConsistencyTemplate)
-            else diversity_groups(template)
-        )
+        if isinstance(template, ConsistencyTemplate):
+            own = template.answer_instruction
+            default = "" if data_cfg.instructions == "families" else data_cfg.answer_instruction
+            built = consistency_groups(template, seed, default if own is None else own)
+            if own is not None:
+                told.update(g.group_id for g in built)
+        else:
+            built = diversity_groups(template)
         for g in built:
             if g.group_id in owner:
                 raise TemplateError(

@@ -35,6 +35,7 @@ from components.evaluation.base_outputs import BaseOutputs, engine_identity
 from components.evaluation.bbq import BbqAnswers, run_bbq, summarize_bbq
 from components.evaluation.fairness import EFFECT_COLUMNS, run_decisions, summarize_decisions
 from components.evaluation.inputs import check_checkpoint, select_eval_groups
+from components.evaluation.instruction_following import instruction_rows, summarize_instructions
 from components.evaluation.length_control import fit_length_model
 from components.evaluation.records import (
     EvaluationInputError,
@@ -68,6 +69,8 @@ class EvaluationFrames:
     decisions: list = field(default_factory=list)  # `fairness.Decisions` of each decision benchmark (eval.fairness)
     bbq: BbqAnswers | None = None  # BBQ's answers when eval.fairness.benchmarks names it
     phase_seconds: dict[str, float] = field(default_factory=dict)  # engine start, "<benchmark> prefill", embeddings and scoring
+    instructions: pd.DataFrame | None = None  # per instructed group: family, compliance strict/loose (`instruction_following`)
+    uninstructed: pd.DataFrame | None = None  # per group whose prompts ask for nothing: words base vs tuned
 
 
 class EmbeddingCache:
@@ -220,6 +223,7 @@ def evaluate_models(
     samples = samples_frame(selected, base_out, tuned_out)
     started = time.perf_counter()
     rows_c, rows_d = score_samples(params, selected, samples)
+    told, free = instruction_rows(selected, samples, family_splits(params, selected))
     phases = {"engine start": engine_start, "embeddings and scoring": time.perf_counter() - started}
     generation = {"base": base_stats, "tuned": tuned_stats}
     timed = [(d.benchmark.name, len(d.table), d.seconds, d.reused) for d in decisions]
@@ -229,7 +233,18 @@ def evaluate_models(
         phases[f"{name} prefill"] = sum(seconds.values())
         generation |= {f"{name}_{model}": {"prompts": n, "seconds": took, "prompts_per_s": n / took if took else 0.0}
                        | ({"reused": 1} if model in kept_models else {}) for model, took in seconds.items()}  # fmt: skip
-    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq, phases)
+    return EvaluationFrames(rows_c, rows_d, samples, choice, generation, base_out, decisions, bbq, phases, told, free)
+
+
+def family_splits(params: Params, groups: list[PromptGroup]) -> dict[str, str]:
+    """family -> train | heldout from `paths.instruction_families`, read only when a group was given
+    a family's instruction."""
+    if not any(g.instruction is not None for g in groups):
+        return {}
+    from components.instructions.families import load_families
+
+    families = load_families(params.paths.instruction_families)
+    return {f.id: f.split for f in families.families}
 
 
 SAMPLE_COLUMNS = ["group_id", "task", "variant_id", "model", "sample", "text", "n_tokens", "mean_logprob", "truncated"]
@@ -349,6 +364,13 @@ def evaluation_summary(
         content["bbq"] = fairness.bbq.to_dict()
     if frames.engine.fell_back:
         content["notes"].insert(0, f"FALLBACK: {frames.engine.fallback_reason}; evaluated with {frames.engine.used}")
+    if frames.instructions is not None:
+        cfg = params.eval
+        instructions = summarize_instructions(
+            frames.instructions, frames.uninstructed, cfg.bootstrap_resamples, cfg.confidence_level, params.eval_seed
+        )
+        if instructions is not None:
+            content["instructions"] = instructions.to_dict()
     content["split"] = params.eval.split
     if params.eval.split != "heldout":
         content["notes"].insert(0, f"CALIBRATION: judged on the {params.eval.split} split's groups (eval.split), not held-out ones")

@@ -57,6 +57,11 @@ Measures:
   the share of consistency answers that keep the sentence limit their prompt states
   ("Answer in at most three sentences.", `components.rewards.instruction`); passes with a note
   when no prompt states one; null switches it off.
+- held-out instructions (``heldout_instructions``): base − tuned strict compliance on the held-out
+  instruction families pooled (``instructions.heldout``: IFEval families no train group was given,
+  `components.evaluation.instruction_following`) <= max_heldout_instruction_drop: consistency must not
+  cost obedience to instructions training never saw; passes with a note when no group was given one;
+  null switches it off.
 - versus the champion (``champion_gap``: tuned_mean_gap − champion's <= champion_max_gap_increase
   in nats; ``champion_helpfulness``: champion's tuned_helpfulness − ours
   <= champion_max_helpfulness_drop). Both pass with a note when there is no champion, or when the
@@ -87,6 +92,7 @@ from components.release.gate_measures import (
     fairness,
     gap_reduction,
     heldout,
+    heldout_instruction_drop,
     no_nan,
     profile_correlation,
     relative_drop,
@@ -115,6 +121,8 @@ GATES: dict[str, GateSpec] = _table(
              what="words per response"),
     GateSpec("compliance", compliance_drop, section="consistency", metric="compliance", threshold="max_compliance_drop",
              what="instruction compliance"),
+    GateSpec("heldout_instructions", heldout_instruction_drop, threshold="max_heldout_instruction_drop",
+             what="held-out instruction compliance"),
     GateSpec("empty_rate", worsening, section="consistency", metric="empty_rate", threshold="max_empty_rate_increase", higher_is_better=False,
              what="empty-answer share"),
     GateSpec("coverage", worsening, section="diversity", metric="coverage", threshold="max_coverage_drop", what="valid-set coverage"),

@@ -377,3 +377,24 @@ def heldout(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champi
         return GateResult(spec.name, float(len(seen)), threshold, False,
                           f"{spec.name}: judged on groups training may have seen: " + "; ".join(seen))  # fmt: skip
     return GateResult(spec.name, 0.0, threshold, True, f"{spec.name}: judged on held-out groups and questions only")
+
+
+def heldout_instruction_drop(spec: GateSpec, metrics: Mapping, threshold: float, champion: Champion | None) -> GateResult:
+    """base − tuned strict compliance on the held-out instruction families, pooled (`instructions.heldout`
+    of metrics.json: families no train group was given) <= threshold; off when null (+inf here); passes
+    with a note when no held-out family was evaluated; a pooled record without both means fails."""
+    if not math.isfinite(threshold):
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: gate off (gate.{spec.threshold} is null)")
+    section = metrics.get("instructions")
+    pooled = section.get("heldout") if isinstance(section, Mapping) else None
+    if not isinstance(pooled, Mapping):
+        return GateResult(spec.name, None, threshold, True, f"{spec.name}: no held-out instruction family evaluated (not judged)")
+    base, tuned = pooled.get("base_strict"), pooled.get("tuned_strict")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (base, tuned)):
+        return missing_result(spec.name, threshold, "instructions.heldout.base_strict / tuned_strict (as finite numbers)")
+    passed, comparison = at_most(base - tuned, threshold)
+    return GateResult(
+        spec.name, base - tuned, threshold, passed,
+        f"{spec.name}: drop {comparison} (held-out instruction families, strict: tuned {formatting.number(tuned, 2)} vs base "
+        f"{formatting.number(base, 2)} over {pooled.get('n_groups')} groups)",
+    )  # fmt: skip

@@ -90,6 +90,11 @@ class Evaluation:
                 f"{signed(b.ambig_bias.tuned)}, disambiguated accuracy {signed(b.disambig_accuracy.base)} -> "
                 f"{signed(b.disambig_accuracy.tuned)} ({b.n_items} items, not gated)"
             )
+        if (ins := self.summary.instructions) is not None:
+            decisions += "".join(
+                f"; {name} instruction families {percent(f.base_strict, 0)} -> {percent(f.tuned_strict, 0)} followed (strict, {f.n_groups} groups)"
+                for name, f in (("train", ins.train), ("held-out", ins.heldout)) if f is not None
+            )  # fmt: skip
         return (
             f"{'held-out' if self.summary.split == 'heldout' else self.summary.split} {c.axis} gap {number(c.base_mean_gap, 4)} (base) -> {number(c.tuned_mean_gap, 4)} (tuned) "
             f"over {c.n_groups} groups, paired t-test q (BH) = {q}; truncated {percent(c.base_truncated_share, 1)} / "

@@ -143,3 +143,24 @@ def instruction_compliance(rollout: Rollout, group: PromptGroup, cfg: RewardConf
             "(data.answer_instruction such as 'Answer in at most three sentences.')"
         )
     return compliance(rollout.completion, limit)
+
+
+@register_reward("instruction_following", kind="sample", applies=is_free_text)
+def instruction_following(rollout: Rollout, group: PromptGroup, cfg: RewardConfig) -> float:
+    """IFEval's strict judgement of the group's instruction (`PromptGroup.instruction`, a family of
+    ``data.instructions: families``): 1 when the answer follows it, else 0, by lm-eval's checker of
+    that family (`components.instructions.ifeval`). Bounded and flat like c(o): an answer earns
+    nothing for going past what the instruction asks (shorter, more bullets), so obedience is never
+    bought with length. A group without a family's instruction is scored by its prompt's sentence
+    limit, c(o) above; a group with neither is an error."""
+    spec = group.instruction
+    if spec is None:
+        if max_sentences(rollout.prompt) is None:
+            raise RewardInputError(
+                f"group {group.group_id}, variant {rollout.variant_id}: instruction_following needs the group's instruction "
+                "(data.instructions: families) or a sentence limit in the prompt"
+            )
+        return instruction_compliance(rollout, group, cfg)
+    from components.instructions.ifeval import follows
+
+    return float(follows(spec.family, spec.kwargs, rollout.prompt, rollout.completion)[0])

@@ -146,7 +146,7 @@ def test_good_metrics_pass_every_gate():
     assert decision.passed
     assert [r.name for r in decision.results] == list(GATES) + list(CHAMPION_GATES) == [
         "no_nan", "heldout", "truncation", "gap_reduction", "significance", "helpfulness", "length", "length_growth", "compliance",
-        "empty_rate", "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
+        "heldout_instructions", "empty_rate", "coverage", "validity", "diversity_helpfulness", "diversity_length", "diversity_empty_rate", "fairness",
         "profile_correlation", "champion_gap", "champion_helpfulness",
     ]  # fmt: skip
     assert decision.reasons() == []

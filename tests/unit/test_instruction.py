@@ -91,3 +91,24 @@ def test_reward_refuses_a_prompt_without_a_limit():
     cfg = RewardConfig(weights={"instruction_compliance": 1.0})
     with pytest.raises(RewardInputError, match="g1.*sentence limit"):
         compute_rewards(GroupBatch([group], _rollouts(group, ["Yes.", "No."])), cfg)
+
+
+def test_instruction_following_scores_the_group_s_family_by_ifeval_s_strict_check():
+    from components.contracts.groups import InstructionSpec
+
+    spec = InstructionSpec(family="punctuation:no_comma", kwargs={}, text="Do not use any commas.")
+    group = _group(" Do not use any commas.").model_copy(update={"instruction": spec})
+    texts = ["Bonds are safe and simple.", "Bonds, stocks, and cash.", "Keep it plain: no pauses.", ""]
+    cfg = RewardConfig(weights={"instruction_following": 1.0})
+    _, parts = compute_rewards(GroupBatch([group], _rollouts(group, texts)), cfg)
+    assert parts["instruction_following"].tolist() == [1.0, 0.0, 1.0, 0.0]  # an empty answer follows nothing (IFEval)
+
+
+def test_instruction_following_takes_the_sentence_limit_where_no_family_was_given_and_refuses_neither():
+    cfg = RewardConfig(weights={"instruction_following": 1.0})
+    limited = _group(" Answer in at most three sentences.")
+    texts = ["Yes. Bonds are safe.", "Alpha. Beta. Gamma. Delta."]
+    _, parts = compute_rewards(GroupBatch([limited], _rollouts(limited, texts)), cfg)
+    assert parts["instruction_following"].tolist() == pytest.approx([1.0, 2 / 3])
+    with pytest.raises(RewardInputError, match="g1.*instruction_following needs"):
+        compute_rewards(GroupBatch([_group("")], _rollouts(_group(""), ["Yes.", "No."])), cfg)

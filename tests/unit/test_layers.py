@@ -191,7 +191,7 @@ def test_the_package_graph_has_no_cycle():
 
 # bottom to top: a package may import only packages before it in this list (flows sits above all)
 PACKAGE_ORDER = (
-    "components.contracts", "components.hashing", "components.code_version", "components.formatting", "components", "components.machine", "components.config", "components.fairness_benchmarks",
+    "components.contracts", "components.hashing", "components.code_version", "components.formatting", "components", "components.machine", "components.config", "components.fairness_benchmarks", "components.instructions",
     "components.models", "components.tracking", "components.data", "components.validation", "components.rewards",
     "components.generation", "components.embeddings", "components.grpo", "components.plugins", "components.release",
     "components.evaluation", "components.reporting", "components.study",
