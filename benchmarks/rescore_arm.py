@@ -1,0 +1,84 @@
+"""Re-score a finished study arm from the samples it kept: the evaluation's scoring and statistics at
+the arm's own size, each part timed, and its numbers against the arm's metrics.json.
+
+    .venv/bin/python benchmarks/rescore_arm.py results/confirmation/arms/paired-consistency-s3
+
+The arm's params are the study's (`study.domain.arm_params`: frozen params, then the arm's
+overrides); its groups are built from them (templates and held-out templates, no model), and the
+arm's `samples.csv.gz` (every base and tuned sample) goes through `run.score_samples` (embeddings,
+per-group records), `summary.summarize` (the paired tests and bootstrap CIs of metrics.json's
+`consistency` and `diversity`) and `comparisons.compare_all` (every paired comparison of the
+report). Prints each part's seconds and the largest difference of any number of `consistency` and
+`diversity` from the arm's metrics.json (embeddings in bf16 autocast differ from another machine's at
+float rounding: the tolerance is printed with it). The decision benchmarks need the engine: not here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def largest_difference(ours: dict, theirs: dict, path: str = "") -> tuple[float, str]:
+    """(largest |a − b| over the numbers both trees hold, its dotted path)."""
+    worst = (0.0, "")
+    for key in set(ours) & set(theirs):
+        a, b, where = ours[key], theirs[key], f"{path}.{key}" if path else key
+        if isinstance(a, dict) and isinstance(b, dict):
+            worst = max(worst, largest_difference(a, b, where))
+        elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            if math.isfinite(a) and math.isfinite(b):
+                worst = max(worst, (abs(a - b), where))
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("arm", type=Path, help="a finished arm's folder (results/<study>/arms/<arm>)")
+    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
+    args = parser.parse_args()
+
+    from components.data import build_groups
+    from components.evaluation.comparisons import compare_all
+    from components.evaluation.inputs import select_eval_groups
+    from components.evaluation.run import score_samples, summary_settings
+    from components.evaluation.summary import summarize
+    from components.study.domain import arm_params, load_study
+
+    arm = args.arm.resolve()
+    study_name = arm.parent.parent.name
+    params, study = load_study(args.params, None if study_name == "consistency" else study_name)
+    params = arm_params(params, study, arm.name)
+    started = time.perf_counter()
+    groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates)
+    consistency, diversity = select_eval_groups(groups, params)
+    samples = pd.read_csv(arm / "samples.csv.gz", keep_default_na=False)
+    loaded = time.perf_counter()
+    rows_c, rows_d = score_samples(params, consistency + diversity, samples)
+    scored = time.perf_counter()
+    content = summarize(rows_c, rows_d, summary_settings(params))
+    summarized = time.perf_counter()
+    cfg = params.eval
+    comparisons = compare_all(rows_c, rows_d, alpha=cfg.significance_level, n_resamples=cfg.bootstrap_resamples,
+                              confidence=cfg.confidence_level, seed=params.eval_seed)  # fmt: skip
+    compared = time.perf_counter()
+    committed = json.loads((arm / "metrics.json").read_text())
+    print(f"arm {arm.name}: {len(samples)} samples, {len(rows_c)} consistency groups, {len(rows_d)} diversity tasks")
+    print(f"groups and samples read   {loaded - started:8.1f} s")
+    print(f"embeddings and records    {scored - loaded:8.1f} s")
+    print(f"summary (tests, CIs)      {summarized - scored:8.1f} s")
+    print(f"all paired comparisons    {compared - summarized:8.1f} s  ({len(comparisons)} comparisons)")
+    for section in ("consistency", "diversity"):
+        diff, where = largest_difference(content[section], committed[section])
+        print(f"{section}: largest difference from metrics.json {diff:.3g} at {where or '-'}")
+
+
+if __name__ == "__main__":
+    main()
