@@ -90,17 +90,22 @@ def _with_plugins() -> dict[str, Any]:
     return table
 
 
-def checker(instruction_id: str, kwargs: dict[str, Any]) -> Any:
-    """The checker of `instruction_id` (lm-eval's, or a registered one), built with `kwargs` (its
-    `build_description` arguments)."""
+def _built(instruction_id: str, kwargs: dict[str, Any]) -> tuple[Any, str]:
+    """(the checker of `instruction_id`, lm-eval's or a registered one, built with `kwargs`, its
+    `build_description` arguments; the instruction's text): one build, so both come from one call."""
     instance = _with_plugins()[instruction_id](instruction_id)
-    instance.build_description(**{k: v for k, v in kwargs.items() if v is not None})
-    return instance
+    text = instance.build_description(**{k: v for k, v in kwargs.items() if v is not None})
+    return instance, text
+
+
+def checker(instruction_id: str, kwargs: dict[str, Any]) -> Any:
+    """The checker of `instruction_id`, built with `kwargs`."""
+    return _built(instruction_id, kwargs)[0]
 
 
 def describe(instruction_id: str, kwargs: dict[str, Any]) -> str:
     """The instruction's text as IFEval words it ("Answer with less than 60 words.")."""
-    return checker(instruction_id, kwargs).build_description(**{k: v for k, v in kwargs.items() if v is not None})
+    return _built(instruction_id, kwargs)[1]
 
 
 def follows(instruction_id: str, kwargs: dict[str, Any], prompt: str, response: str) -> tuple[bool, bool]:
