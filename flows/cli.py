@@ -104,18 +104,17 @@ def _resolved_params(params_path: Path, profile: Optional[str], sets: Optional[l
 
 def _check_dvc_stage(name: str, params, sets: Optional[list[str]]) -> None:
     """A step run as a DVC stage (`dvc repro`, `dvc exp run`: DVC sets DVC_STAGE) runs what dvc.lock can
-    record: no --set (DVC sees only params.yaml), and a groups file of one's own among the build stage's
-    deps (else `dvc repro` would not rebuild when it changes)."""
+    record: no --set (DVC sees only params.yaml), and a file of one's own among the deps of the stage
+    that reads it (else `dvc repro` would not rerun it when the file changes)."""
     from components.config import ParamsError
-    from flows.pipeline import check_declared
+    from flows.pipeline import USER_FILES, check_declared, user_files
 
     if sets:
         raise ParamsError(
             f"--set {sets[0]} inside DVC stage {os.environ['DVC_STAGE']!r}, whose record lists params.yaml's values: "
             f"set it with `dvc exp run -S {sets[0]}` instead"
         )
-    if name == "build":
-        check_declared(params.root, params.data.groups_file)
+    check_declared(params.root, {key: file for key, file in user_files(params).items() if name in USER_FILES[key]})
 
 
 def _run_step(

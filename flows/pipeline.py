@@ -12,8 +12,9 @@ The flow runs every stage each time (a retrain retrains; each step reuses what i
 prepare-model keeps a base model whose weights have their recorded SHA-256, prepare-benchmarks keeps
 files with their pinned hashes), so no input is served from a cache keyed on a path or written by
 hand. Under `dvc repro` DVC's hashes decide, so every file a stage reads must be one of its deps: a
-user's groups file (`data.groups_file`, a path in params) among build's, which the flow checks
-(`check_declared`) before it runs anything.
+user's groups file (`data.groups_file`, a path in params) among build's, the instruction families
+(`paths.instruction_families`) among build's and validate's, which the flow checks (`check_declared`)
+before it runs anything.
 
 DVC can vouch only for what params.yaml says. A run whose params differ from params.yaml's (a
 `--profile` or `-S` on the command line, a deployment's overrides) is not recorded in DVC, and says
@@ -98,19 +99,41 @@ def stages(root: Path) -> list[Stage]:
     return [by_name[name] for name in ordered]
 
 
-def check_declared(root: Path, groups_file: Path | None) -> None:
-    """A groups file of one's own must be a dep of the build stage, or `dvc repro` would not rebuild
-    when it changes (and dvc.lock would not record it): PipelineError naming both files otherwise."""
-    if groups_file is None:
-        return
+# params that name a file of the user's, and the steps that read it: each must be a dep of their stages
+USER_FILES: dict[str, tuple[str, ...]] = {
+    "data.groups_file": ("build",),
+    "paths.instruction_families": ("build", "validate"),
+}
+
+
+def user_files(params) -> dict[str, Path | None]:
+    """The files of `USER_FILES` as these params name them (None: not used)."""
+    return {"data.groups_file": params.data.groups_file, "paths.instruction_families": params.paths.instruction_families}
+
+
+def check_declared(root: Path, files: dict[str, Path | None]) -> None:
+    """Each file of one's own (`USER_FILES`: a groups file, the instruction families) must be a dep of
+    every stage that reads it, or `dvc repro` would not rerun it when the file changes (and dvc.lock
+    would not record it): PipelineError naming dvc.yaml, the stage and the file otherwise."""
     path = definition_path(root)
-    relative = Path(groups_file) if not Path(groups_file).is_absolute() else Path(groups_file).relative_to(Path(root).resolve())
-    build = next((stage for stage in stages(root) if stage.step == "build"), None)
-    if build is not None and not any(relative.is_relative_to(dep) for dep in build.deps):
-        raise PipelineError(
-            f"{path}: the build stage does not list data.groups_file {str(relative)!r} under its deps; add `- {relative}` "
-            "there, so that DVC rebuilds the groups when the file changes"
-        )
+    by_step = {stage.step: stage for stage in stages(root)}
+    for key, file in files.items():
+        if file is None:
+            continue
+        try:
+            relative = Path(file).resolve().relative_to(Path(root).resolve()) if Path(file).is_absolute() else Path(file)
+        except ValueError:
+            raise PipelineError(
+                f"{path}: {key} {str(file)!r} is outside the project {root}: DVC tracks only files inside it; copy it in "
+                "and list it under the deps of the stages that read it"
+            ) from None
+        for step in USER_FILES[key]:
+            stage = by_step.get(step)
+            if stage is not None and not any(relative.is_relative_to(dep) for dep in stage.deps):
+                raise PipelineError(
+                    f"{path}: the {stage.name} stage does not list {key} {str(relative)!r} under its deps; add `- {relative}` "
+                    "there, so that DVC reruns the stage when the file changes"
+                )
 
 
 class DvcRecordError(UserError, RuntimeError):

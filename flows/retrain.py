@@ -226,7 +226,7 @@ def retrain(
                 summary.dvc = f"not recorded in DVC: {why_not}"
                 print(f"[dvc] {summary.dvc}")
             else:
-                pipeline.check_declared(params.root, params.data.groups_file)
+                pipeline.check_declared(params.root, pipeline.user_files(params))
             for stage in pipeline.stages(params.root):
                 record(_run_stage(stage.step, params, parent, resume))
                 if dvc is not None:

@@ -78,7 +78,7 @@ def validate(params: Params, parent_run_id: str | None = None) -> StepResult:
     tokenizer = TokenizerInfo.load(params.paths.base_model) if tokenizer_sha256(params.paths.base_model) else None
     with runs.step_run(params.tracking, "validate", params.section_dict("data"), parent_run_id) as run_id:
         try:
-            report = validate_groups(params.paths.groups, params.data, report_path, tokenizer)
+            report = validate_groups(params.paths.groups, params.data, report_path, tokenizer, params.paths.instruction_families)
         finally:
             runs.log_artifacts([report_path], "validation")  # the Data Docs (~4 MB of HTML) stay on disk
         runs.log_metrics({"validation.success": 1.0})
@@ -174,7 +174,15 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     domains = params.train.domains
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
-        print(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
+        print(
+            ensure_validated(
+                params.paths.groups,
+                params.data,
+                params.paths.validation / "report.json",
+                params.paths.base_model,
+                params.paths.instruction_families,
+            )
+        )
     groups = training_groups(params.paths.groups, params.train)
     if not groups:
         raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")

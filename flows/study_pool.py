@@ -71,7 +71,7 @@ def _prepare_project(params, parent: str | None) -> None:
         for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model):
             print(f"[study] {step(params, parent).summary}")
         print(
-            f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model)}"
+            f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model, params.paths.instruction_families)}"
         )
 
 

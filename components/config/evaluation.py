@@ -87,8 +87,11 @@ class EvalConfig(_Section):
         description="weights and activations of the evaluated models (both engines); auto: bfloat16 where the machine "
         "computes it natively, else float32 (resolved when the params are read)",
     )
-    embedding_dtype: Literal["float32", "bfloat16"] = Field(
-        "bfloat16", description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999)"
+    embedding_dtype: Annotated[Literal["auto", "float32", "bfloat16"], _ENGINE_DTYPE] = Field(
+        "auto",
+        validate_default=True,
+        description="autocast of the sentence-embedding model (cosine to fp32 >= 0.9999); auto: bfloat16 where the "
+        "machine computes it natively, else float32 (emulated bf16 is several times slower)",
     )
     embedding_batch_size: int = Field(
         32, ge=1, description="texts per embedding forward pass (32: ~18 % more texts/s than 128 on a 2-core CPU in bf16)"

@@ -29,6 +29,7 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("reward", "weights"): {"entropy_helpfulness": 0.4, "stability": 0.6},
     # bf16 autocast where native became the default (`auto`, resolved when read: fp32 where emulated)
     ("train", "precision"): "fp32",
+    ("eval", "embedding_dtype"): "bfloat16",
     # the quick start's evaluation became smaller (`make run` in minutes; the studies' profiles keep the full size)
     ("eval", "max_consistency_groups"): 24,
     ("eval", "max_diversity_tasks"): 8,

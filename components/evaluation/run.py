@@ -413,7 +413,15 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         say(note)
-    say(ensure_validated(params.paths.groups, params.data, params.paths.validation / "report.json", params.paths.base_model))
+    say(
+        ensure_validated(
+            params.paths.groups,
+            params.data,
+            params.paths.validation / "report.json",
+            params.paths.base_model,
+            params.paths.instruction_families,
+        )
+    )
     verified_base_model(params.paths.base_model)
     adapter = checkpoint / ADAPTER_DIR if params.eval.candidate.source == "adapter" else None
     if adapter is not None:

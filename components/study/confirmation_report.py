@@ -82,6 +82,27 @@ def _truncation(part: pd.DataFrame, name: str) -> dict[str, float]:
     return {f"{name}_base_truncated": _mean(part, f"base_{TRUNCATED}"), f"{name}_tuned_truncated": _mean(part, f"tuned_{TRUNCATED}")}
 
 
+SIGNIFICANT_RESIDUE = 0.01  # a tuned signed difference with p below this is a systematic residue
+
+
+def _diagnosis(consistency: dict) -> dict[str, float | None]:
+    """The evaluator's own reading of one arm (metrics.json `consistency`, over every evaluated group): whether
+    its evaluation is flagged invalid, its noise floors, the signed difference H(A) − H(B) of the gap axis
+    (woman − man), and whether it called the gap's change "mostly spread" (the noise floor's fall rather
+    than the systematic difference's)."""
+    reason = consistency.get("gap_change_reason")
+    tuned_p = consistency.get("tuned_signed_diff_p")
+    figures = {
+        "invalid": None if consistency.get("valid") is None else float(consistency["valid"] is False),
+        "mostly_spread": None if reason is None else float(reason.endswith("mostly spread")),
+        "residue_significant": None if tuned_p is None else float(tuned_p < SIGNIFICANT_RESIDUE),
+    }
+    for model in ("base", "tuned"):
+        for name in ("noise_floor", "signed_diff"):
+            figures[f"all_{model}_{name}"] = consistency.get(f"{model}_{name}")
+    return figures
+
+
 def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes: dict[str, str]) -> dict[str, float | None]:
     """Every per-seed figure of the plan from one arm's per-group table and metrics.json."""
     main = groups[groups["domain"].isin(primary)]
@@ -103,6 +124,7 @@ def seed_figures(groups: pd.DataFrame, metrics: dict, primary: list[str], probes
         "bbq_disambiguated_accuracy_change": _bbq(metrics, "disambig_accuracy"),
     }
     figures.update(_truncation(main, "primary"))
+    figures.update(_diagnosis(metrics.get("consistency") or {}))
     for domain in primary:
         part = main[main["domain"] == domain]
         if not part.empty:
@@ -229,6 +251,26 @@ def _seeds(entry: ArmSeeds) -> str:
     return f"{len(entry.seeds)} seed{'' if len(entry.seeds) == 1 else 's'}"
 
 
+def truncation_flag(results: dict[str, ArmSeeds]) -> dict | None:
+    """How many arms the evaluator flagged INVALID by the truncation rule, and the recipe's base shares cut
+    on the primary groups and the probes (seed-level means); None when no arm records it."""
+    flags = [v for entry in results.values() for v in _values(entry, "invalid")]
+    if not flags:
+        return None
+    recipe = results.get(RECIPE) or next(iter(results.values()))
+    cut = {part: seed_level(recipe, f"{part}_base_truncated")["mean"] for part in ("primary", "probes")}
+    return {"invalid": int(sum(flags)), "arms": len(flags), "base_primary": cut["primary"], "base_probes": cut["probes"]}
+
+
+def _truncation_flag(results: dict[str, ArmSeeds]) -> str:
+    flag = truncation_flag(results)
+    if flag is None or not flag["invalid"]:
+        return ""
+    return (f" {flag['invalid']} of {flag['arms']} arms' evaluations are flagged INVALID by the evaluator's 5 % "
+            f"truncation rule: the base cut {percent(flag['base_primary'], 1)} of its answers on the primary groups "
+            f"and {percent(flag['base_probes'], 1)} on the instruction probes (\"Answers cut at the token limit\" below).")  # fmt: skip
+
+
 def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
     """Descriptive: how many answers the ≤ 512-token limit cut, on the primary groups and the probes apart.
 
@@ -247,6 +289,37 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
             "table gives the two parts apart (the default gates' `truncation` reads the pooled share). A cut answer's words are bounded by the limit, so word counts "
             "where many answers are cut understate the model's length.", "",
             "| arm | primary groups | instruction probes |", "|---|---|---|", *rows]  # fmt: skip
+
+
+def _count(entry: ArmSeeds, figure: str) -> str:
+    """ "k of n seeds" where a per-seed 0/1 figure is 1."""
+    values = _values(entry, figure)
+    return MISSING if not values else f"{int(sum(values))} of {len(values)}"
+
+
+def _diagnosis_lines(results: dict[str, ArmSeeds]) -> list[str]:
+    """Descriptive: what the gap's change is made of, as each arm's evaluator diagnosed it (over every
+    evaluated group, probes included), and the systematic woman − man difference that stays."""
+    rows = []
+    for family, entry in results.items():
+        if not _values(entry, "mostly_spread"):
+            continue
+        cells = [
+            _count(entry, "mostly_spread"),
+            _base_to_tuned(entry, "all", "noise_floor", lambda v: number(v, 3)),
+            _base_to_tuned(entry, "all", "signed_diff", signed),
+            _count(entry, "residue_significant"),
+        ]
+        rows.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", "## What the gap's change is made of (descriptive): the evaluator's diagnosis, seed-level means", "",
+            "Each arm's evaluator splits the gap |H(woman) − H(man)| into spread (the noise floor: the gap that "
+            "sampling alone gives two identical prompts) and a systematic difference (the signed H(woman) − H(man) "
+            "over the groups), over every evaluated group. \"Mostly spread\": the noise floor fell more than the excess "
+            f"over it. A systematic residue: the tuned model's signed difference, paired test p < {SIGNIFICANT_RESIDUE:g}.", "",
+            "| arm | \"mostly spread\" | noise floor | signed H(woman) − H(man) | systematic residue (p < 0.01) |",
+            "|---|---|---|---|---|", *rows]  # fmt: skip
 
 
 def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:
@@ -292,10 +365,13 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
     status = decided["status"]
     done = f"{decided['seeds_done']} of {decided['seeds_planned']} recipe seeds evaluated"
     if status == "running":
-        lines += [f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in.", ""]
+        lines += [
+            f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in.{_truncation_flag(results)}",
+            "",
+        ]
     else:
         failed = ", ".join(decided["failed"]) or "none"
-        lines += [f"**Status: {status}** ({done}; criteria failed: {failed}).", ""]
+        lines += [f"**Status: {status}** ({done}; criteria failed: {failed}).{_truncation_flag(results)}", ""]
     lines += ["Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data "
               "([preregistration.json](preregistration.json)). Regenerate: `groupwise study --study confirmation --report-only`.", ""]  # fmt: skip
     recipe = results.get(RECIPE)
@@ -342,6 +418,7 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
         cells = [_base_to_tuned(entry, name, column, lambda v, d=digits: number(v, d)) for name, column, digits in PROBE_CELLS]
         lines.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
     lines += _truncation_lines(results)
+    lines += _diagnosis_lines(results)
     if RECIPE in results and PAPER in results:
         lines += [
             "",
@@ -370,3 +447,11 @@ def write_confirmation_report(study: StudyLayout, arms: dict[str, str]) -> Path:
     path = study.report
     atomic_write_text(path, render(record, results, decided))
     return path
+
+
+def committed_truncation_flag(folder: Path) -> dict | None:
+    """`truncation_flag` of the committed arms of the confirmation at `folder` (each arm's family from its arm.json)."""
+    study = StudyLayout(Path(folder))
+    record = json.loads((study.folder / RECORD_FILE).read_text())
+    arms = {p.parent.name: json.loads(p.read_text())["family"] for p in sorted(study.arms.glob("*/arm.json"))}
+    return truncation_flag(collect(study, arms, record["primary_domains"]))

@@ -28,7 +28,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from components.formatting import number, p_value, percent, signed, span, typographic
+from components.formatting import estimate, number, p_value, percent, signed, span, typographic
+from components.study.confirmation_report import committed_truncation_flag
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
 
@@ -130,6 +131,11 @@ def confirmation(root: Path) -> Headline:
         f"[{percent(primary['ci_low'])}, {percent(primary['ci_high'])}] over {primary['n']} seeds, p {p_value(primary['p_value'])}"
         + (f"; failed: {', '.join(failed)}" if failed else _targets_held(verdict.get("targets") or {}))
     )
+    flag = committed_truncation_flag(folder)
+    if flag and flag["invalid"]:
+        arms = "all" if flag["invalid"] == flag["arms"] else f"{flag['invalid']} of"
+        text += (f"; {arms} {flag['arms']} arms INVALID by the 5 % truncation rule (base cut "
+                 f"{percent(flag['base_primary'], 1)}, probes {percent(flag['base_probes'], 1)})")  # fmt: skip
     return Headline(verdict["status"], text, "results/confirmation/report.md")
 
 
@@ -160,11 +166,14 @@ def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
     return _comparison(study, "head to head", arm, family, metric)
 
 
-def _q(row: pd.Series) -> str:
-    """The comparison's q: over seeds (the primary inference, where the table has it), then over tasks."""
-    if "seed_q_value" in row and not pd.isna(row["seed_q_value"]):
-        return f"q {p_value(row['seed_q_value'])} over {int(row['n_seeds'])} seeds, {p_value(row['q_value'])} over tasks"
-    return f"q {p_value(row['q_value'])} over tasks"
+def _over_seeds(row: pd.Series, show: Callable[[float | None], str] = signed) -> str:
+    """The comparison's seed-level inference, the study's primary one (each seed's difference a unit):
+    "d [low, high] over n seeds, q"; task-level p-values treat one seed's tasks as independent evidence,
+    and the headline shows none."""
+    if "seed_q_value" not in row or pd.isna(row["seed_q_value"]):
+        return "no seed-level inference recorded"
+    shown = estimate(row["seed_diff"], row["seed_ci_low"], row["seed_ci_high"], show)
+    return typographic(f"{shown} over {int(row['n_seeds'])} seeds, q {p_value(row['seed_q_value'])}")
 
 
 def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
@@ -172,25 +181,27 @@ def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
 
 
 def gapo(root: Path) -> Headline:
-    """GAPO against GRPO on the held-out list tasks: coverage of the valid set and every option named."""
+    """GAPO against GRPO on the held-out list tasks: coverage of the valid set and every option named, with
+    seed-level inference."""
     study = root / RESULTS / "gapo"
     coverage, every = (_head_to_head(study, "gapo", "list", m) for m in ("coverage", "all_valid"))
     text = (
         f"GAPO vs GRPO ({int(coverage['n_tasks'])} held-out list tasks, {int(coverage['seeds'])} seeds): coverage "
-        f"{number(coverage['reference'], 2)} → {number(coverage['value'], 2)} ({_q(coverage)}), every option named "
-        f"{percent(every['reference'], 1)} → {percent(every['value'], 1)} of tasks"
+        f"{number(coverage['reference'], 2)} → {number(coverage['value'], 2)} ({_over_seeds(coverage, lambda v: signed(v, 2))}), "
+        f"every option named {percent(every['reference'], 1)} → {percent(every['value'], 1)} of tasks "
+        f"({_over_seeds(every, lambda v: percent(v, 1, signed=True))})"
     )
     return Headline(EXPLORATORY, text, "results/gapo/report.md")
 
 
 def seed(root: Path) -> Headline:
-    """SEED-GRPO against GRPO on the held-out arithmetic tasks: accuracy."""
+    """SEED-GRPO against GRPO on the held-out arithmetic tasks: accuracy, with seed-level inference."""
     study = root / RESULTS / "seed"
     r = _head_to_head(study, "seed-grpo", "arith", "validity")
     base = _vs_base(study, "grpo-correctness", "arith", "validity")
     text = (
         f"SEED-GRPO vs GRPO ({int(r['n_tasks'])} held-out arithmetic tasks, {int(r['seeds'])} seeds): accuracy {number(base['reference'], 2)} "
-        f"→ {number(r['reference'], 2)} with GRPO, {number(r['value'], 2)} with SEED-GRPO (d {typographic(signed(r['diff']))}, {_q(r)})"
+        f"→ {number(r['reference'], 2)} with GRPO, {number(r['value'], 2)} with SEED-GRPO (d {_over_seeds(r)})"
     )
     return Headline(EXPLORATORY, text, "results/seed/report.md")
 

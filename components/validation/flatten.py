@@ -193,7 +193,7 @@ def _missing_axis_values(row: dict[str, Any]) -> list[str] | None:
     ]
 
 
-def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str | None) -> dict:
+def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str | None, families: FamiliesSource | None = None) -> dict:
     record: dict[str, Any] = {"file": file, "line": line, "row_error": error}
     row = row or {}
     parsed = error is None
@@ -232,7 +232,52 @@ def _group_record(file: str, line: int, row: dict[str, Any] | None, error: str |
     record["diversity_n_duplicate_answers"] = len(record["diversity_duplicate_answers"]) if is_diversity else None
     record["diversity_normalizer"] = (normalizer if isinstance(normalizer, str) else MISSING) if is_diversity else None
     record["decision_leak"] = decision_leak(row.get("decision"), record["split"]) if row.get("decision") is not None else None
+    instruction = row.get("instruction")
+    record["instruction_leak"] = instruction_leak(instruction, record["split"], families) if instruction is not None else None
     return record
+
+
+class FamiliesSource:
+    """The instruction families file a groups file is judged against, read on first use (only a file
+    with an instructed group needs it; reading it imports lm-eval's checkers)."""
+
+    def __init__(self, path: Path | None):
+        self.path, self._families, self._error = path, None, None
+
+    def get(self) -> Any:
+        """`InstructionFamilies`, or None with `error` saying why there are none."""
+        if self._families is None and self._error is None:
+            from components.instructions.families import FamiliesFileError, load_families
+
+            if self.path is None or not Path(self.path).is_file():
+                self._error = f"no families file ({self.path or 'paths.instruction_families'} not found)"
+            else:
+                try:
+                    self._families = load_families(Path(self.path))
+                except FamiliesFileError as exc:
+                    self._error = str(exc)
+        return self._families
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+
+def instruction_leak(instruction: Any, split: str | None, families: FamiliesSource | None) -> str | None:
+    """Why a group's instruction cannot be used (its family is not in the families file, or it is a
+    held-out family in a train group: the held-out families judge the model and never reach
+    training), or None."""
+    if not isinstance(instruction, dict) or not isinstance(instruction.get("family"), str):
+        return None  # a malformed field is reported by required_fields_typed
+    family = instruction["family"]
+    loaded = families.get() if families is not None else None
+    if loaded is None:
+        return f"{family!r}: " + (families.error if families is not None else "no instruction families file given")
+    if family not in loaded.ids():
+        return f"{family!r} is not a family of {loaded.source} (train: {', '.join(loaded.ids('train'))}; heldout: {', '.join(loaded.ids('heldout'))})"
+    if split == "train" and loaded.split_of(family) == "heldout":
+        return f"{family!r} is a held-out family (of {loaded.source}): a train group never carries one"
+    return None
 
 
 def decision_leak(decision: Any, split: str | None) -> str | None:
@@ -323,16 +368,18 @@ _MEMBER_INTS = (
 )  # fmt: skip
 
 
-def flatten_groups(paths: list[Path], tokenizer: PromptTokenizer | None = None) -> GroupTables:
+def flatten_groups(paths: list[Path], tokenizer: PromptTokenizer | None = None, families_path: Path | None = None) -> GroupTables:
     """Read the groups files (a missing one counts 0 groups) into the three tables; with a
-    `tokenizer`, members also get their prompt's token count and the special tokens in it."""
+    `tokenizer`, members also get their prompt's token count and the special tokens in it; a group's
+    instruction is judged against the families file at `families_path`."""
+    families = FamiliesSource(families_path)
     file_records, group_records, member_records = [], [], []
     for path in paths:
         rows = _read_rows(path) if path.is_file() else []
         status = f"{len(rows)} group(s)" if path.is_file() else "file not found"
         file_records.append({"file": str(path), "n_groups": len(rows), "status": status})
         for line, row, error in rows:
-            group = _group_record(str(path), line, row, error)
+            group = _group_record(str(path), line, row, error, families)
             group_records.append(group)
             member_records.extend(_member_records(group, row, tokenizer))
     dummy = _group_record("", 0, {}, None)  # its keys name the columns, even of an empty table

@@ -52,6 +52,9 @@ RULES: dict[str, str] = {
     "the frequency-aware reward",
     "decision_question_not_heldout": "a decision group is in the train split and its question is one of its "
     "benchmark's train questions: the held-out questions, which judge the model, never reach training",
+    "instruction_family_not_heldout": "a group's instruction names a family of the instruction families file "
+    "(paths.instruction_families), and a train group's is a train family: the held-out families, which judge the "
+    "model, never reach training",
     "members_within_max": "a group has at most data.max_variants_per_group members",
     "prompt_tokens_within_max": "a member's text has at most data.max_prompt_tokens tokens (the base model's "
     "tokenizer; checked once the model is prepared)",
@@ -241,6 +244,13 @@ def checks(data_cfg: DataConfig, special_tokens: tuple[str, ...] = ()) -> list[C
             "ExpectColumnValuesToBeNull",
             {"column": "decision_leak"},
             shows="decision_leak",
+        ),
+        Check(
+            "instruction_family_not_heldout",
+            "groups",
+            "ExpectColumnValuesToBeNull",
+            {"column": "instruction_leak"},
+            shows="instruction_leak",
         ),
         _between(
             "group_id_in_one_split",

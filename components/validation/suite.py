@@ -185,27 +185,33 @@ def groups_sha256(groups_dir: Path) -> str:
     return files_sha256([groups_file(Path(groups_dir), task) for task in TASKS], absent_ok=True)
 
 
-def rule_settings(data_cfg: DataConfig) -> dict[str, Any]:
-    """What the rules' verdicts depend on besides the files (a report for other settings is stale)."""
+def rule_settings(data_cfg: DataConfig, families_path: Path | None = None) -> dict[str, Any]:
+    """What the rules' verdicts depend on besides the files (a report for other settings is stale):
+    the bounds, the rules, the normalisers and the instruction families file's SHA-256."""
+    families = files_sha256([Path(families_path)], absent_ok=True) if families_path is not None else None
     return {
         **data_cfg.model_dump(include={"min_chars", "max_chars", "max_variants_per_group", "max_prompt_tokens"}),
-        "rules": sorted(RULES), "normalizers": normalizer_names(),
+        "rules": sorted(RULES), "normalizers": normalizer_names(), "instruction_families_sha256": families,
     }  # fmt: skip
 
 
-def validate_groups(groups_dir: Path, data_cfg: DataConfig, report_path: Path, tokenizer: TokenizerInfo | None = None) -> ValidationReport:
+def validate_groups(
+    groups_dir: Path, data_cfg: DataConfig, report_path: Path, tokenizer: TokenizerInfo | None = None, families_path: Path | None = None
+) -> ValidationReport:
     """Validate ``consistency.jsonl`` and ``diversity.jsonl`` of `groups_dir` against `RULES`.
 
     Always writes the report (JSON) to `report_path`, with the files' SHA-256 (what `train` and
     `evaluate` check before they read the files); raises `GroupValidationError` (naming file, rule
     and offending lines) if any rule fails; returns the report otherwise. Without `tokenizer` the
-    token rules are not evaluated (the report says so: `settings.tokenizer_sha256` is null).
+    token rules are not evaluated (the report says so: `settings.tokenizer_sha256` is null). Groups
+    with an instruction are judged against the families file at `families_path`
+    (`paths.instruction_families`).
     """
     import great_expectations as gx
 
     paths = [groups_file(Path(groups_dir), task) for task in TASKS]
     digest = groups_sha256(Path(groups_dir))
-    tables = flatten_groups(paths, tokenizer)
+    tables = flatten_groups(paths, tokenizer, families_path)
     docs_dir = Path(report_path).parent / DATA_DOCS_DIR
     special = tuple(tokenizer.special_tokens) if tokenizer is not None else ()
     results = _rule_results(tables, run_checks(tables, checks(data_cfg, special), docs_dir))
@@ -215,7 +221,7 @@ def validate_groups(groups_dir: Path, data_cfg: DataConfig, report_path: Path, t
         files=_file_counts(tables),
         rules=results,
         settings={
-            **rule_settings(data_cfg),
+            **rule_settings(data_cfg, families_path),
             "great_expectations": gx.__version__,
             "tokenizer_sha256": tokenizer.sha256 if tokenizer is not None else None,
         },

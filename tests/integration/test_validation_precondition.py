@@ -48,19 +48,24 @@ def test_a_report_vouches_only_for_the_files_rules_and_tokenizer_it_checked(para
     assert ensure_validated(params.paths.groups, params.data, report, model) == "groups files: the validation report matches them"
     # other bounds in params.yaml: the old verdict does not count
     tighter = params.data.model_copy(update={"max_prompt_tokens": 100})
-    assert "other data rules or bounds" in stale_reason(params.paths.groups, tighter, report, model)
+    assert "other data rules, bounds or instruction families" in stale_reason(params.paths.groups, tighter, report, model)
+    # judged without the instruction families file (or against another one): the verdict on instructions does not count
+    families = params.paths.instruction_families
+    assert "other data rules, bounds or instruction families" in stale_reason(params.paths.groups, params.data, report, model, families)
+    assert ensure_validated(params.paths.groups, params.data, report, model, families).startswith("groups files validated first")
+    assert stale_reason(params.paths.groups, params.data, report, model, families) is None
     # validated before the model existed: the token rules were not judged
     saved = json.loads(report.read_text())
     saved["settings"]["tokenizer_sha256"] = None
     report.write_text(json.dumps(saved))
-    assert "not checked with this model's tokenizer" in stale_reason(params.paths.groups, params.data, report, model)
+    assert "not checked with this model's tokenizer" in stale_reason(params.paths.groups, params.data, report, model, families)
     # a file edited since: validated again, and a broken one fails with the rule and line
     path, rows = _rows(params)
     rows[1]["group_id"] = rows[0]["group_id"]
     _write(path, rows)
-    assert "changed since" in stale_reason(params.paths.groups, params.data, report, model)
+    assert "changed since" in stale_reason(params.paths.groups, params.data, report, model, families)
     with pytest.raises(GroupValidationError, match="rule 'group_id_unique' failed for 2 row"):
-        ensure_validated(params.paths.groups, params.data, report, model)
+        ensure_validated(params.paths.groups, params.data, report, model, families)
     assert json.loads(report.read_text())["success"] is False
 
 

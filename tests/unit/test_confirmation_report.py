@@ -134,3 +134,31 @@ def test_the_paper_beside_the_recipe_is_a_welch_test_over_seeds(tmp_path):
     row = next(line for line in report.splitlines() if line.startswith("| R | "))
     difference = row.strip("|").split("|")[-1].strip()  # recipe − paper: about 0.47 − 0.25
     assert 0.17 < float(difference.split(" ")[0]) < 0.27 and float(difference.split("p ")[1]) < 0.01
+
+
+def test_the_status_line_flags_invalid_evaluations_and_the_report_gives_the_gap_diagnosis(tmp_path):
+    """The evaluator's INVALID flag (truncation) reaches the status line with the base's cut shares per part;
+    its "mostly spread" reading and the systematic residue (tuned signed difference, p < 0.01) are counted per family."""
+    _, report = _study(tmp_path, [0.45, 0.5])  # the template arm: flagged INVALID, "mostly spread", residue p 0.16
+    status = report.splitlines()[2]
+    assert status.endswith(
+        " 3 of 3 arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule: the base cut 2.0 % "
+        'of its answers on the primary groups and 25.0 % on the instruction probes ("Answers cut at the token limit" below).'
+    )
+    assert "| paired-consistency (2 seeds) | 2 of 2 | 0.201 → 0.117 | +0.040 → +0.015 | 0 of 2 |" in report
+    folder = tmp_path / "results" / "confirmation"
+    metrics_path = folder / "arms" / "paired-consistency-s2" / "metrics.json"
+    metrics = json.loads(metrics_path.read_text())
+    metrics["consistency"] |= {"valid": True, "tuned_signed_diff_p": 0.001, "gap_change_reason": "gap 0.1 lower: …; mostly systematic"}
+    metrics_path.write_text(json.dumps(metrics))
+    arms = {"paired-consistency-s1": "paired-consistency", "paired-consistency-s2": "paired-consistency", "paper-s1": "paper"}
+    report = write_confirmation_report(StudyLayout(folder), arms).read_text()
+    assert "| paired-consistency (2 seeds) | 1 of 2 | 0.201 → 0.117 | +0.040 → +0.015 | 1 of 2 |" in report
+    assert " 2 of 3 arms' evaluations are flagged INVALID" in report.splitlines()[2]
+    from components.study.confirmation_report import committed_truncation_flag
+
+    (folder / "arms" / "paired-consistency-s1" / "arm.json").write_text(json.dumps({"family": "paired-consistency"}))
+    (folder / "arms" / "paired-consistency-s2" / "arm.json").write_text(json.dumps({"family": "paired-consistency"}))
+    (folder / "arms" / "paper-s1" / "arm.json").write_text(json.dumps({"family": "paper"}))
+    flag = committed_truncation_flag(folder)
+    assert flag == {"invalid": 2, "arms": 3, "base_primary": pytest.approx(0.02), "base_probes": pytest.approx(0.25)}

@@ -48,14 +48,41 @@ def test_order_follows_the_deps_not_the_file_and_a_cycle_or_a_foreign_command_is
 
 def test_a_groups_file_of_ones_own_must_be_a_dep_of_build(tmp_path):
     root = write(tmp_path, {"build": {"cmd": "groupwise build", "deps": ["data/templates", "data/own"], "outs": ["data/groups"]}})
-    check_declared(root, None)
-    check_declared(root, Path("data/own/mine.jsonl"))  # inside a listed folder
-    check_declared(root, (root / "data/own/mine.jsonl").resolve())  # absolute, inside the project
+    check_declared(root, {"data.groups_file": None})
+    check_declared(root, {"data.groups_file": Path("data/own/mine.jsonl")})  # inside a listed folder
+    check_declared(root, {"data.groups_file": (root / "data/own/mine.jsonl").resolve()})  # absolute, inside the project
     with pytest.raises(PipelineError) as refused:
-        check_declared(root, Path("mine.jsonl"))
+        check_declared(root, {"data.groups_file": Path("mine.jsonl")})
     assert str(refused.value) == (
         f"{root / 'dvc.yaml'}: the build stage does not list data.groups_file 'mine.jsonl' under its deps; add `- mine.jsonl` "
-        "there, so that DVC rebuilds the groups when the file changes"
+        "there, so that DVC reruns the stage when the file changes"
     )
     with pytest.raises(PipelineError):
-        check_declared(root, Path("data"))  # a parent of a dep is not declared by it
+        check_declared(root, {"data.groups_file": Path("data")})  # a parent of a dep is not declared by it
+    with pytest.raises(PipelineError, match=r"data.groups_file '/elsewhere/mine.jsonl' is outside the project"):
+        check_declared(root, {"data.groups_file": Path("/elsewhere/mine.jsonl")})
+
+
+def test_the_instruction_families_file_must_be_a_dep_of_build_and_validate(tmp_path):
+    """Both stages read it (build draws the instructions, validate judges the groups' families)."""
+    stages_ = {
+        "build": {"cmd": "groupwise build", "deps": ["data/templates", "data/instructions"], "outs": ["data/groups"]},
+        "validate": {"cmd": "groupwise validate", "deps": ["data/groups"], "outs": ["data/validation/report.json"]},
+    }
+    root = write(tmp_path, stages_)
+    families = {"paths.instruction_families": Path("data/instructions/families.yaml")}
+    with pytest.raises(
+        PipelineError, match=r"the validate stage does not list paths.instruction_families 'data/instructions/families.yaml'"
+    ):
+        check_declared(root, families)
+    stages_["validate"]["deps"].append("data/instructions")
+    check_declared(write(tmp_path, stages_), families)
+    with pytest.raises(PipelineError, match=r"the build stage does not list paths.instruction_families 'mine.yaml'"):
+        check_declared(root, {"paths.instruction_families": Path("mine.yaml")})
+
+
+def test_the_projects_own_files_are_deps_of_the_stages_that_read_them():
+    from components.config import load_params
+    from flows.pipeline import user_files
+
+    check_declared(ROOT, user_files(load_params(ROOT / "params.yaml")))

@@ -45,7 +45,7 @@ def test_the_results_block_is_short_labelled_and_links_to_files_that_exist():
         link = LINK.search(line)
         assert link and (ROOT / link[1]).is_file(), f"no linked file: {line}"
         prose = line[label.end() : link.start()]
-        assert len(prose) <= 230, f"{len(prose)} characters: {prose}"
+        assert len(prose) <= 320, f"{len(prose)} characters: {prose}"  # a result, its inference and its evidence flags
 
 
 def test_every_results_line_comes_from_one_registered_headline():
@@ -146,7 +146,8 @@ def test_the_confirmation_is_running_until_its_verdict_and_then_says_it(tmp_path
     assert refused.line().startswith("- **not confirmed** · confirmation")
 
 
-def test_gapo_and_seed_use_the_seed_level_q_where_the_table_has_it(tmp_path):
+def test_gapo_and_seed_show_seed_level_inference_only(tmp_path):
+    """Each seed's difference is a unit: the task-level q (tasks of one seed as independent evidence) is not shown."""
     row = {"comparison": "head to head", "arm": "gapo", "against": "grpo-validity", "family": "list", "n_tasks": 125,
            "seeds": 3, "q_value": 3e-16}  # fmt: skip
     folder = tmp_path / "results" / "gapo"
@@ -156,9 +157,13 @@ def test_gapo_and_seed_use_the_seed_level_q_where_the_table_has_it(tmp_path):
         row | {"metric": "all_valid", "reference": 0.027, "value": 0.096},
     ]
     pd.DataFrame(rows).to_csv(folder / "table.csv", index=False)
-    assert "coverage 0.43 → 0.56 (q 3.0e-16 over tasks), every option named 2.7 % → 9.6 %" in headlines.gapo(tmp_path).text
-    pd.DataFrame([r | {"n_seeds": 3, "seed_q_value": 0.3} for r in rows]).to_csv(folder / "table.csv", index=False)
-    assert "(q 0.3 over 3 seeds, 3.0e-16 over tasks)" in headlines.gapo(tmp_path).text
+    assert "coverage 0.43 → 0.56 (no seed-level inference recorded), every option named 2.7 % → 9.6 %" in headlines.gapo(tmp_path).text
+    seed_level = {"n_seeds": 3, "seed_diff": 0.122, "seed_ci_low": 0.009, "seed_ci_high": 0.235, "seed_q_value": 0.3}
+    pd.DataFrame([r | seed_level for r in rows]).to_csv(folder / "table.csv", index=False)
+    text = headlines.gapo(tmp_path).text
+    assert "coverage 0.43 → 0.56 (+0.12 [+0.01, +0.23] over 3 seeds, q 0.3)" in text
+    assert "of tasks (+12.2 % [+0.9 %, +23.5 %] over 3 seeds, q 0.3)" in text
+    assert "over tasks" not in text and "3.0e-16" not in text
 
 
 def test_the_reference_run_names_the_paper_reward_and_any_other_objective():

@@ -22,6 +22,7 @@ from components.validation import RULES, GroupValidationError, ValidationReport,
 from components.validation.tokens import TokenizerInfo
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
+FAMILIES = Path(__file__).resolve().parents[2] / "data" / "instructions" / "families.yaml"
 DATA_CFG = DataConfig()
 Rows = dict[str, list]  # task -> rows of its file (dicts, or raw strings for broken lines)
 
@@ -56,7 +57,7 @@ def _validate_broken(rows: Rows, out: Path, tokenizer: TokenizerInfo | None = No
     _save(rows, out)
     report_path = out / "report.json"
     with pytest.raises(GroupValidationError) as info:
-        validate_groups(out, DATA_CFG, report_path, tokenizer)
+        validate_groups(out, DATA_CFG, report_path, tokenizer, FAMILIES)
     return info.value, json.loads(report_path.read_text())
 
 
@@ -311,7 +312,20 @@ def _heldout_decision_question(rows: Rows) -> list[Where]:
     return [Where(index + 1, r["group_id"], "discrim_eval question 4 is one of the benchmark's held-out questions")]
 
 
+def _instructed(family: str) -> dict:
+    return {"family": family, "kwargs": {}, "text": "Wrap your entire output in JSON format."}
+
+
+def _heldout_instruction_family(rows: Rows) -> list[Where]:
+    """An imported train group that carries a held-out family: the families that judge the model would reach training."""
+    index = next(i for i, r in enumerate(rows["consistency"]) if i > 26 and r["split"] == "train")
+    r = rows["consistency"][index]
+    r["instruction"] = _instructed("detectable_format:json_format")
+    return [Where(index + 1, r["group_id"], "'detectable_format:json_format' is a held-out family")]
+
+
 BREAKAGES = [
+    Breakage("instruction_family_not_heldout", "consistency", _heldout_instruction_family),
     Breakage("decision_question_not_heldout", "consistency", _heldout_decision_question),
     Breakage("file_has_groups", "diversity", _empty_diversity),
     Breakage("line_is_json_object", "consistency", _bad_json),
@@ -389,6 +403,29 @@ def test_breaking_a_rule_names_rule_file_and_row(breakage: Breakage, built_rows:
 
     result = next(r for r in saved["rules"] if r["rule"] == breakage.rule and r["file"] == str(path))
     assert {row["line"] for row in result["offending_rows"]} >= {w.line for w in expected}
+
+
+def test_instructions_are_judged_against_the_families_file(built_rows: Rows, tmp_path: Path) -> None:
+    """A train family on a train group and a held-out family on a held-out group pass; a family the file
+    does not list, or any instruction with no families file to read, is refused on its row."""
+    rows = copy.deepcopy(built_rows)
+    c = rows["consistency"]
+    train, heldout = _first(c, "train"), _first(c, "heldout")
+    c[train]["instruction"] = _instructed("punctuation:no_comma")
+    c[heldout]["instruction"] = _instructed("detectable_format:json_format")
+    _save(rows, tmp_path)
+    assert validate_groups(tmp_path, DATA_CFG, tmp_path / "report.json", None, FAMILIES).success
+    c[heldout]["instruction"] = _instructed("language:response_language")
+    error, saved = _validate_broken(rows, tmp_path)
+    assert f"line {heldout + 1} (group_id={c[heldout]['group_id']}, 'language:response_language' is not a family of" in str(error)
+    (refused,) = [row for r in saved["rules"] if not r["success"] for row in r["offending_rows"]]
+    assert refused["value"].startswith(
+        f"'language:response_language' is not a family of {FAMILIES} (train: length_constraints:number_words, "
+    )
+    c[heldout]["instruction"] = _instructed("detectable_format:json_format")
+    _save(rows, tmp_path)
+    with pytest.raises(GroupValidationError, match=r"'detectable_format:json_format': no families file \("):
+        validate_groups(tmp_path, DATA_CFG, tmp_path / "report.json", None, tmp_path / "missing.yaml")
 
 
 def test_message_truncates_long_row_lists(built_rows: Rows, tmp_path: Path) -> None:
