@@ -165,7 +165,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     from components.plugins import check_registered_names
     from components.tracking import logged_model
     from components.tracking.outbox import Outbox
-    from components.validation.precondition import ensure_validated
+    from components.validation.precondition import ensure_params_validated
 
     check_registered_names(params)  # a misspelt estimator or reward fails before validation and sampling
     _engine_log(params)
@@ -174,15 +174,7 @@ def train(params: Params, parent_run_id: str | None = None, resume: bool = False
     domains = params.train.domains
     ctx = init_from_env(params.train.device)
     if ctx.is_main:  # rank 0 guards: a failure stops it, and torchrun the others
-        print(
-            ensure_validated(
-                params.paths.groups,
-                params.data,
-                params.paths.validation / "report.json",
-                params.paths.base_model,
-                params.paths.instruction_families,
-            )
-        )
+        print(ensure_params_validated(params))
     groups = training_groups(params.paths.groups, params.train)
     if not groups:
         raise ParamsError(f"no training groups for train.tasks {params.train.tasks} and train.domains {domains}")

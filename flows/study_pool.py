@@ -61,7 +61,7 @@ def _prepare_project(params, parent: str | None) -> None:
     validation unless its report vouches for the groups. Arms side by side in one project folder take turns (a file lock)."""
     import fcntl
 
-    from components.validation.precondition import ensure_validated
+    from components.validation.precondition import ensure_params_validated
     from flows import steps
 
     lock = params.root / "data" / ".study-setup.lock"
@@ -70,9 +70,7 @@ def _prepare_project(params, parent: str | None) -> None:
         fcntl.flock(fh, fcntl.LOCK_EX)
         for step in (steps.prepare_benchmarks, steps.build, steps.prepare_model):
             print(f"[study] {step(params, parent).summary}")
-        print(
-            f"[study] {ensure_validated(params.paths.groups, params.data, params.paths.validation / 'report.json', params.paths.base_model, params.paths.instruction_families)}"
-        )
+        print(f"[study] {ensure_params_validated(params)}")
 
 
 @flow(name=FLOW_NAME, log_prints=True, retries=ARM_RETRIES, retry_delay_seconds=5)

@@ -406,22 +406,14 @@ def prepare_evaluation(params: Params, say: Callable[[str], None] = print) -> Ev
     adapter loads, and return the hashes of what will be read (what metrics.json vouches for is
     what was read)."""
     from components.release.binding import EvaluationBinding, check_adapter_loads
-    from components.validation.precondition import ensure_validated
+    from components.validation.precondition import ensure_params_validated
 
     for name in params.eval.fairness.benchmarks:  # the data's hash, before minutes of sampling
         BENCHMARKS.get(name, where="eval.fairness.benchmarks").load(params.paths.benchmarks / name)
     checkpoint = CheckpointLayout(params.paths.checkpoints).latest
     if note := recover_checkpoint(checkpoint):
         say(note)
-    say(
-        ensure_validated(
-            params.paths.groups,
-            params.data,
-            params.paths.validation / "report.json",
-            params.paths.base_model,
-            params.paths.instruction_families,
-        )
-    )
+    say(ensure_params_validated(params))
     verified_base_model(params.paths.base_model)
     adapter = checkpoint / ADAPTER_DIR if params.eval.candidate.source == "adapter" else None
     if adapter is not None:

@@ -271,24 +271,30 @@ def _truncation_flag(results: dict[str, ArmSeeds]) -> str:
             f"and {percent(flag['base_probes'], 1)} on the instruction probes (\"Answers cut at the token limit\" below).")  # fmt: skip
 
 
+def _arm_table(title: str, prose: str, header: list[str], rows: dict[str, list[str]]) -> list[str]:
+    """One descriptive section: its title, what it shows, and a row of cells per arm family (none: no section)."""
+    if not rows:
+        return []
+    lines = [f"| {family} | " + " | ".join(cells) + " |" for family, cells in rows.items()]
+    return ["", f"## {title}", "", prose, "", "| arm | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|", *lines]
+
+
 def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
     """Descriptive: how many answers the ≤ 512-token limit cut, on the primary groups and the probes apart.
 
     The evaluator marks an arm's metrics.json INVALID when more than 5 % of all its samples are cut; the
     probes' open-ended instruction is where the base model runs long, so the share is given per part."""
-    rows = []
+    rows = {}
     for family, entry in results.items():
         cells = [_base_to_tuned(entry, part, "truncated", lambda v: percent(v, 1)) for part in ("primary", "probes")]
         if any(cell != MISSING for cell in cells):
-            rows.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
-    if not rows:
-        return []
-    return ["", "## Answers cut at the token limit (descriptive): base → tuned, seed-level means", "",
-            "Share of samples that reached the plan's 512 new tokens. An arm's metrics.json marks its evaluation "
-            "INVALID when more than 5 % of all its samples (primary groups and probes together) are cut; the "
-            "table gives the two parts apart (the default gates' `truncation` reads the pooled share). A cut answer's words are bounded by the limit, so word counts "
-            "where many answers are cut understate the model's length.", "",
-            "| arm | primary groups | instruction probes |", "|---|---|---|", *rows]  # fmt: skip
+            rows[f"{family} ({_seeds(entry)})"] = cells
+    return _arm_table("Answers cut at the token limit (descriptive): base → tuned, seed-level means",
+                      "Share of samples that reached the plan's 512 new tokens. An arm's metrics.json marks its evaluation "
+                      "INVALID when more than 5 % of all its samples (primary groups and probes together) are cut; the "
+                      "table gives the two parts apart (the default gates' `truncation` reads the pooled share). A cut answer's words are bounded by the limit, so word counts "
+                      "where many answers are cut understate the model's length.",
+                      ["primary groups", "instruction probes"], rows)  # fmt: skip
 
 
 def _count(entry: ArmSeeds, figure: str) -> str:
@@ -300,26 +306,23 @@ def _count(entry: ArmSeeds, figure: str) -> str:
 def _diagnosis_lines(results: dict[str, ArmSeeds]) -> list[str]:
     """Descriptive: what the gap's change is made of, as each arm's evaluator diagnosed it (over every
     evaluated group, probes included), and the systematic woman − man difference that stays."""
-    rows = []
-    for family, entry in results.items():
-        if not _values(entry, "mostly_spread"):
-            continue
-        cells = [
+    rows = {
+        f"{family} ({_seeds(entry)})": [
             _count(entry, "mostly_spread"),
             _base_to_tuned(entry, "all", "noise_floor", lambda v: number(v, 3)),
             _base_to_tuned(entry, "all", "signed_diff", signed),
             _count(entry, "residue_significant"),
         ]
-        rows.append(f"| {family} ({_seeds(entry)}) | " + " | ".join(cells) + " |")
-    if not rows:
-        return []
-    return ["", "## What the gap's change is made of (descriptive): the evaluator's diagnosis, seed-level means", "",
-            "Each arm's evaluator splits the gap |H(woman) − H(man)| into spread (the noise floor: the gap that "
-            "sampling alone gives two identical prompts) and a systematic difference (the signed H(woman) − H(man) "
-            "over the groups), over every evaluated group. \"Mostly spread\": the noise floor fell more than the excess "
-            f"over it. A systematic residue: the tuned model's signed difference, paired test p < {SIGNIFICANT_RESIDUE:g}.", "",
-            "| arm | \"mostly spread\" | noise floor | signed H(woman) − H(man) | systematic residue (p < 0.01) |",
-            "|---|---|---|---|---|", *rows]  # fmt: skip
+        for family, entry in results.items()
+        if _values(entry, "mostly_spread")
+    }
+    return _arm_table("What the gap's change is made of (descriptive): the evaluator's diagnosis, seed-level means",
+                      "Each arm's evaluator splits the gap |H(woman) − H(man)| into spread (the noise floor: the gap that "
+                      "sampling alone gives two identical prompts) and a systematic difference (the signed H(woman) − H(man) "
+                      "over the groups), over every evaluated group. \"Mostly spread\": the noise floor fell more than the excess "
+                      f"over it. A systematic residue: the tuned model's signed difference, paired test p < {SIGNIFICANT_RESIDUE:g}.",
+                      ["\"mostly spread\"", "noise floor", "signed H(woman) − H(man)", f"systematic residue (p < {SIGNIFICANT_RESIDUE:g})"],
+                      rows)  # fmt: skip
 
 
 def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.config import DataConfig
+from components.config import DataConfig, Params
 from components.validation.suite import groups_sha256, rule_settings, validate_groups
 from components.validation.tokens import TokenizerInfo, tokenizer_sha256
 
@@ -44,3 +44,10 @@ def ensure_validated(groups_dir: Path, data_cfg: DataConfig, report_path: Path, 
     tokenizer = TokenizerInfo.load(model_dir) if tokenizer_sha256(model_dir) else None
     validate_groups(groups_dir, data_cfg, report_path, tokenizer, families_path)  # GroupValidationError names file, line, rule
     return f"groups files validated first ({reason})"
+
+
+def ensure_params_validated(params: Params) -> str:
+    """`ensure_validated` for the groups files, rules, base model and instruction families that `params`
+    (`components.config.Params`) name: what `train`, `evaluate` and a study check before they read the groups."""
+    paths = params.paths
+    return ensure_validated(paths.groups, params.data, paths.validation / "report.json", paths.base_model, paths.instruction_families)
