@@ -13,7 +13,7 @@ import pytest
 
 from components.study import headlines
 from components.study.readme_blocks import read_block, replace_block, stale_blocks, write_blocks
-from components.study.reference_run import TIMING, objective, timing_sentence
+from components.study.reference_run import OTHER_TIMINGS, TIMING, objective, timing_sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -188,6 +188,13 @@ def test_the_quick_start_time_is_read_from_the_committed_log_of_one_make_run(tmp
     assert timing_sentence(tmp_path, "../") == (
         "`make run` after installation took 9 min 10 s on a 2-core CPU with AVX512-BF16 (training 184 s, evaluation 267 s; "
         "[log](../results/speed/make_run.txt))."
+    )
+    other = tmp_path / OTHER_TIMINGS[0]  # another CPU kind's log, installation included in its wall clock
+    other.write_text("# cd <fresh clone> && make run (installation included: 61 s)\n" + "\n".join(lines[1:4]).replace("AVX512-BF16", "AVX2 only")
+                     + "\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 24:05.10\n")  # fmt: skip
+    assert timing_sentence(tmp_path) == (
+        "`make run` after installation took 9 min 10 s on a 2-core CPU with AVX512-BF16 (training 184 s, evaluation 267 s; "
+        f"[log](results/speed/make_run.txt)) and 23 min 4 s on a 2-core CPU with AVX2 only (training 184 s, evaluation 267 s; [log]({OTHER_TIMINGS[0]}))."
     )
     log.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(ValueError, match="make_run.txt: no line matches"):
