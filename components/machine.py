@@ -117,13 +117,15 @@ def cpu_kind(isa: list[str] | None = None) -> str:
     return "without AVX-512 or BF16"
 
 
-def machine_line(engine_dtype: str, precision: str) -> str:
-    """One line for the start of a run: the CPU (or GPU), its kind, and what `auto` resolved to here."""
+def machine_line(engine_dtype: str, precision: str, embedding_dtype: str | None = None) -> str:
+    """One line for the start of a run: the CPU (or GPU), its kind, and what `auto` resolved to here
+    (engines, training and, where given, the sentence embeddings)."""
     model, isa = _cpu()
     gpu = _gpu_bf16()
     where = "a GPU" if gpu is not None else f"{model or 'a CPU'} ({cpu_kind(isa)})"
     native = "native" if native_bf16() else "emulated: auto takes float32"
-    return f"machine: {where}; bfloat16 {native}; engines {engine_dtype}, training {precision}"
+    embeddings = f", embeddings {embedding_dtype}" if embedding_dtype else ""
+    return f"machine: {where}; bfloat16 {native}; engines {engine_dtype}, training {precision}{embeddings}"
 
 
 def machine_label(record: dict | None) -> str:

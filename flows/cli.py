@@ -266,7 +266,9 @@ def retrain(
     from flows.retrain import retrain as retrain_flow
 
     resolved = _resolved_params(params, profile, sets)
-    out.print(f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision)}")  # once, before the flow
+    out.print(
+        f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision, resolved.eval.embedding_dtype)}"
+    )  # once, before the flow
     started = time.perf_counter()
     with prefect_api():
         summary = retrain_flow(str(params), profile, list(sets or []), resume)

@@ -31,7 +31,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 from pydantic import BaseModel, ValidationError
@@ -41,6 +41,9 @@ from components.contracts.naming import UnknownNameError
 from components.data.io import TASKS, iter_jsonl
 from components.data.normalizers import DEFAULT_NORMALIZER, aliases, get_normalizer
 from components.data.schema import Member, PromptGroup
+
+if TYPE_CHECKING:
+    from components.instructions.families import InstructionFamilies
 
 GROUP_FIELDS = tuple(PromptGroup.model_fields)
 MEMBER_FIELDS = tuple(Member.model_fields)
@@ -242,9 +245,11 @@ class FamiliesSource:
     with an instructed group needs it; reading it imports lm-eval's checkers)."""
 
     def __init__(self, path: Path | None):
-        self.path, self._families, self._error = path, None, None
+        self.path = path
+        self._families: InstructionFamilies | None = None
+        self._error: str | None = None
 
-    def get(self) -> Any:
+    def get(self) -> InstructionFamilies | None:
         """`InstructionFamilies`, or None with `error` saying why there are none."""
         if self._families is None and self._error is None:
             from components.instructions.families import FamiliesFileError, load_families

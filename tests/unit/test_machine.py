@@ -115,3 +115,8 @@ def test_the_run_starts_with_one_line_naming_the_cpu_kind_and_what_auto_chose(cp
     line = machine.machine_line(machine.resolve_dtype("auto"), machine.resolve_precision("auto"))
     assert f"({kind})" in line and f"bfloat16 {native}" in line
     assert line.endswith("engines bfloat16, training bf16" if native == "native" else "engines float32, training fp32")
+    from components.config import EvalConfig
+
+    resolved = EvalConfig().embedding_dtype  # `auto`, resolved when read, as the engines' dtype
+    assert resolved == machine.resolve_dtype("auto")
+    assert machine.machine_line(machine.resolve_dtype("auto"), "fp32", resolved).endswith(f", embeddings {resolved}")
