@@ -166,14 +166,19 @@ def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
     return _comparison(study, "head to head", arm, family, metric)
 
 
-def _over_seeds(row: pd.Series, show: Callable[[float | None], str] = signed) -> str:
+def _points(share: float | None) -> str:
+    """A difference of two shares in percentage points: ``+6.9``."""
+    return signed(None if share is None or pd.isna(share) else 100 * share, 1)
+
+
+def _over_seeds(row: pd.Series, show: Callable[[float | None], str] = signed, unit: str = "") -> str:
     """The comparison's seed-level inference, the study's primary one (each seed's difference a unit):
     "d [low, high] over n seeds, q"; task-level p-values treat one seed's tasks as independent evidence,
     and the headline shows none."""
     if "seed_q_value" not in row or pd.isna(row["seed_q_value"]):
         return "no seed-level inference recorded"
     shown = estimate(row["seed_diff"], row["seed_ci_low"], row["seed_ci_high"], show)
-    return typographic(f"{shown} over {int(row['n_seeds'])} seeds, q {p_value(row['seed_q_value'])}")
+    return typographic(f"{shown}{unit} over {int(row['n_seeds'])} seeds, q {p_value(row['seed_q_value'])}")
 
 
 def _vs_base(study: Path, arm: str, family: str, metric: str) -> pd.Series:
@@ -189,7 +194,7 @@ def gapo(root: Path) -> Headline:
         f"GAPO vs GRPO ({int(coverage['n_tasks'])} held-out list tasks, {int(coverage['seeds'])} seeds): coverage "
         f"{number(coverage['reference'], 2)} → {number(coverage['value'], 2)} ({_over_seeds(coverage, lambda v: signed(v, 2))}), "
         f"every option named {percent(every['reference'], 1)} → {percent(every['value'], 1)} of tasks "
-        f"({_over_seeds(every, lambda v: percent(v, 1, signed=True))})"
+        f"({_over_seeds(every, _points, ' points')})"
     )
     return Headline(EXPLORATORY, text, "results/gapo/report.md")
 

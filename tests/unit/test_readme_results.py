@@ -162,7 +162,7 @@ def test_gapo_and_seed_show_seed_level_inference_only(tmp_path):
     pd.DataFrame([r | seed_level for r in rows]).to_csv(folder / "table.csv", index=False)
     text = headlines.gapo(tmp_path).text
     assert "coverage 0.43 → 0.56 (+0.12 [+0.01, +0.23] over 3 seeds, q 0.3)" in text
-    assert "of tasks (+12.2 % [+0.9 %, +23.5 %] over 3 seeds, q 0.3)" in text
+    assert "of tasks (+12.2 [+0.9, +23.5] points over 3 seeds, q 0.3)" in text
     assert "over tasks" not in text and "3.0e-16" not in text
 
 
