@@ -29,6 +29,7 @@ shares it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import chdir, contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from pathlib import Path
 import yaml
 
 from components.code_version import CODE_ROOT
+from components.config import Params
 from components.contracts.errors import UserError
 
 DEFINITION = "dvc.yaml"
@@ -106,9 +108,9 @@ USER_FILES: dict[str, tuple[str, ...]] = {
 }
 
 
-def user_files(params) -> dict[str, Path | None]:
+def user_files(params: Params) -> dict[str, Path | None]:
     """The files of `USER_FILES` as these params name them (None: not used)."""
-    return {"data.groups_file": params.data.groups_file, "paths.instruction_families": params.paths.instruction_families}
+    return {key: functools.reduce(getattr, key.split("."), params) for key in USER_FILES}
 
 
 def check_declared(root: Path, files: dict[str, Path | None]) -> None:

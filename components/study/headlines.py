@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from components.formatting import estimate, number, p_value, percent, signed, span, typographic
+from components.formatting import estimate, is_missing, number, p_value, percent, signed, span, typographic
 from components.study.confirmation_report import committed_truncation_flag
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
@@ -168,7 +168,7 @@ def _head_to_head(study: Path, arm: str, family: str, metric: str) -> pd.Series:
 
 def _points(share: float | None) -> str:
     """A difference of two shares in percentage points: ``+6.9``."""
-    return signed(None if share is None or pd.isna(share) else 100 * share, 1)
+    return signed(None if is_missing(share) else 100 * share, 1)
 
 
 def _over_seeds(row: pd.Series, show: Callable[[float | None], str] = signed, unit: str = "") -> str:
