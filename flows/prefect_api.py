@@ -7,6 +7,12 @@ server for this command alone, started through Prefect's public interface: `pref
 stopped when the command ends. The flows see it through the PREFECT_API_URL setting
 (`prefect.settings.temporary_settings`), as they would see a server of one's own.
 
+Two commands started at once share one SQLite database in PREFECT_HOME. Each server migrates it as
+it starts (Alembic, in the webserver's lifespan), and two migrations of a fresh database at once end
+in "database is locked" however long SQLite's busy timeout: so the servers start one at a time, under a
+file lock beside the database (`start_lock`), held until the server answers. Once started, they share
+the database safely (WAL mode, Prefect's 60 s busy timeout).
+
 Prefect's ephemeral mode would start the same webserver on its own, but from a private module whose
 server outlives a killed process; this module is what every `groupwise` command that runs a flow
 enters instead (`flows.cli`).
@@ -72,6 +78,29 @@ def _stop(server: subprocess.Popen) -> None:
             server.wait()
 
 
+@contextmanager
+def start_lock(timeout: float = 3 * STARTUP_SECONDS) -> Iterator[None]:
+    """Hold PREFECT_HOME's start lock (`prefect.db.start.lock`): one server at a time starts and migrates
+    the database. PrefectServerError when another command held it longer than `timeout`."""
+    from filelock import FileLock, Timeout
+    from prefect.settings import get_current_settings
+
+    home = Path(get_current_settings().home)
+    home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(home / "prefect.db.start.lock"), timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise PrefectServerError(
+            f"{home / 'prefect.db.start.lock'}: another command's Prefect server held it for {timeout:.0f} s while "
+            "starting; set GROUPWISE_PREFECT_STARTUP_SECONDS to wait longer"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _start(log: Path) -> tuple[subprocess.Popen, str]:
     """A guarded `prefect server start` and its API URL once it answers; PrefectServerError otherwise."""
     for _attempt in range(3):  # a port taken between choosing it and binding it: choose again
@@ -106,7 +135,8 @@ def prefect_api() -> Iterator[str]:
         yield configured
         return
     with tempfile.TemporaryDirectory(prefix="groupwise-prefect-") as folder:
-        server, url = _start(Path(folder) / "server.log")
+        with start_lock():
+            server, url = _start(Path(folder) / "server.log")
         try:
             with temporary_settings({PREFECT_API_URL: url}):
                 yield url

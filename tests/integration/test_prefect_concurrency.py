@@ -1,7 +1,8 @@
-"""Two flows started at the same moment on a fresh Prefect home (the embedded default: an ephemeral
-API per process on one SQLite database) both finish, without "database is locked". Real Prefect,
-real processes. Prefect 3.7 opens its SQLite database in WAL mode with a 60 s busy timeout, which
-is what lets the two servers share it; the flows run 40 tasks each so that their writes overlap."""
+"""Two commands started at the same moment on a fresh Prefect home (the embedded default: a server per
+command, `flows.prefect_api`, on one SQLite database) both finish, without "database is locked".
+Real Prefect, real processes. The servers start one at a time (`start_lock`: two migrations of a
+fresh database at once lock it); once started they share it (WAL mode, a 60 s busy timeout), and the
+flows run 40 tasks each so that their writes overlap."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ go = Path(sys.argv[1])
 while not go.exists():
     time.sleep(0.002)
 from prefect import flow, task
+from flows.prefect_api import prefect_api
 
 @task
 def part(j: int) -> int:
@@ -33,7 +35,8 @@ def part(j: int) -> int:
 def probe(i: int) -> int:
     return sum(part(j) for j in range(40)) + i * 10
 
-print("result", probe(int(sys.argv[2])))
+with prefect_api():
+    print("result", probe(int(sys.argv[2])))
 """
 
 
@@ -56,3 +59,26 @@ def test_two_flows_started_at_once_on_a_fresh_prefect_home_both_finish(tmp_path)
         assert f"result {780 + i * 10}" in out
         assert "database is locked" not in err, err[-3000:]
     assert (home / "prefect.db").is_file()
+
+
+def test_the_start_lock_makes_a_second_command_wait_and_then_says_which_file_it_waited_for(tmp_path):
+    from filelock import FileLock
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    from flows.prefect_api import PrefectServerError, start_lock
+
+    with temporary_settings({PREFECT_HOME: str(tmp_path / "home")}):
+        held = FileLock(str(tmp_path / "home" / "prefect.db.start.lock"))
+        with start_lock():  # the same process may not take it twice: a second lock object is another command
+            pass
+        held.acquire()
+        try:
+            started = time.monotonic()
+            with pytest.raises(PrefectServerError, match=r"prefect\.db\.start\.lock: another command"):
+                with start_lock(timeout=0.5):
+                    pass
+            assert time.monotonic() - started >= 0.5
+        finally:
+            held.release()
+        with start_lock(timeout=0.5):  # free again once the other command let go
+            pass
