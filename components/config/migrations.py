@@ -35,6 +35,9 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("eval", "max_diversity_tasks"): 8,
     ("eval", "fairness", "races"): None,
     ("eval", "fairness", "bbq_items"): 400,
+    # KV-cache blocks short enough for a prompt's samples to share its prefill (vLLM's own: 128 on CPU)
+    ("eval", "vllm", "block_size"): None,
+    ("train", "rollout", "vllm", "block_size"): None,
 }
 
 # rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out
@@ -120,3 +123,17 @@ def migrate_keys(raw: dict, where: str) -> dict:
             _set_dotted(raw, "eval.significance_level", value, where, "gate.max_p_value")
             _set_dotted(raw, "gate.require_significance", True, where, "gate.max_p_value")
     return raw
+
+
+def with_former_defaults(sections: dict) -> dict:
+    """Saved whole sections (a study's frozen params) with every field of `FORMER_DEFAULTS` they lack
+    set to its former value: a field added after they were written did not exist when they ran, so
+    they ran as its former default does, not as today's."""
+    sections = copy.deepcopy(sections)
+    for path, former in FORMER_DEFAULTS.items():
+        node = sections
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] not in node:
+            node[path[-1]] = copy.deepcopy(former)
+    return sections

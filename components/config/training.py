@@ -146,6 +146,12 @@ class VllmConfig(_Section):
     max_lora_rank: int = Field(16, ge=1, description="largest LoRA rank the engine accepts")
     max_model_len: int = Field(1024, ge=16, description="prompt + completion tokens per sequence")
     max_num_seqs: int = Field(256, ge=1, description="sequences decoded together")
+    block_size: int | None = Field(
+        32, ge=16, multiple_of=16,
+        description="tokens a KV-cache block holds; a prompt's n samples share the KV of its full blocks (prefix "
+        "caching), so blocks shorter than the prompts let them prefill it once (32: 1.3x the tokens/s of 128 on "
+        "86-token prompts, n = 6, 2-core CPU); null: vLLM's platform default (128 on CPU, 16 on CUDA)",
+    )  # fmt: skip
     gpu_memory_utilization: float = Field(
         0.45, gt=0, le=0.95,
         description="CUDA only: share of GPU memory the engine takes (weights + KV cache); ignored on CPU",

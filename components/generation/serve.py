@@ -43,6 +43,8 @@ def server_command(model_dir: Path, served_name: str, cfg: VllmConfig, port: int
     ]  # fmt: skip
     if cfg.enforce_eager:
         argv.append("--enforce-eager")
+    if cfg.block_size is not None:
+        argv += ["--block-size", str(cfg.block_size)]
     env = {**os.environ, **engine_env(cfg), "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
     return ServerCommand(argv, env, f"http://{HOST}:{port}")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from components.config import Params, ParamsError, StudyConfig, load_params, with_overrides, with_sections
+from components.config.migrations import with_former_defaults
 from components.contracts.atomic import atomic_dir
 from components.contracts.checkpoint import LOG_FILE, STATE_FILE, CheckpointLayout, read_state
 from components.study.layout import ARM_FILE, StudyLayout
@@ -79,12 +80,12 @@ class Study:
 def study_params(params: Params, study: Study) -> Params:
     """The study's own params: its overrides over the study profile, then, where the study froze them
     (`frozen_params.json`, `freeze_params`), its frozen sections in place of what the profile and
-    today's defaults give. Its shared steps (benchmarks, groups, model, validation) run with these,
-    once for every arm."""
+    today's defaults give (a field added since takes its former default, `with_former_defaults`).
+    Its shared steps (benchmarks, groups, model, validation) run with these, once for every arm."""
     params = with_overrides(params, study.config.overrides) if study.config.overrides else params
     frozen = study.layout.frozen_params
     if frozen.is_file():
-        params = with_sections(params, json.loads(frozen.read_text())["params"], str(frozen))
+        params = with_sections(params, with_former_defaults(json.loads(frozen.read_text())["params"]), str(frozen))
     return params
 
 
