@@ -139,6 +139,20 @@ def prefect_api() -> Iterator[str]:
             server, url = _start(Path(folder) / "server.log")
         try:
             with temporary_settings({PREFECT_API_URL: url}):
-                yield url
+                try:
+                    yield url
+                finally:
+                    _send_pending()
         finally:
             _stop(server)
+
+
+def _send_pending(timeout: float = STOP_SECONDS) -> None:
+    """Send the log lines and events Prefect still holds (its workers send them in batches, every
+    PREFECT_LOGGING_TO_API_BATCH_INTERVAL seconds) while the server still answers: after it stops,
+    they would be retried at exit until "Error logging to API" gives up."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=timeout)
