@@ -6,6 +6,7 @@ as the study arms in results/, carries fingerprints made under them)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from components.config.base import ParamsError
@@ -58,12 +59,18 @@ RENAMED_KEYS = {
 _MISSING = object()
 
 
-def _pop_dotted(raw: dict, dotted: str) -> Any:
-    *parents, leaf = dotted.split(".")
-    node = raw
-    for key in parents:
+def _parent(raw: dict, keys: Sequence[str]) -> dict | None:
+    """The dict that holds `keys[-1]` in `raw` (None where a section on the way is missing)."""
+    node: Any = raw
+    for key in keys[:-1]:
         node = node.get(key) if isinstance(node, dict) else None
-    return node.pop(leaf, _MISSING) if isinstance(node, dict) else _MISSING
+    return node if isinstance(node, dict) else None
+
+
+def _pop_dotted(raw: dict, dotted: str) -> Any:
+    keys = dotted.split(".")
+    node = _parent(raw, keys)
+    return node.pop(keys[-1], _MISSING) if node is not None else _MISSING
 
 
 def _set_dotted(raw: dict, dotted: str, value: Any, where: str, old: str) -> None:
@@ -131,9 +138,7 @@ def with_former_defaults(sections: dict) -> dict:
     they ran as its former default does, not as today's."""
     sections = copy.deepcopy(sections)
     for path, former in FORMER_DEFAULTS.items():
-        node = sections
-        for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and path[-1] not in node:
+        node = _parent(sections, path)
+        if node is not None and path[-1] not in node:
             node[path[-1]] = copy.deepcopy(former)
     return sections

@@ -39,8 +39,8 @@ def comma_adapter(params, prompts: list[str], out: Path, steps: int = 60) -> Pat
 
     base_dir = params.paths.base_model
     model, tok = load_base_model(base_dir)
+    torch.manual_seed(0)  # LoRA's A is drawn from it
     model = attach_lora(model, params.lora)
-    torch.manual_seed(0)
     rows = []
     for prompt in prompts:
         context = tok(chat_prompt(tok, prompt), add_special_tokens=False).input_ids

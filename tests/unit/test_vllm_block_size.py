@@ -11,8 +11,7 @@ from components.config import ParamsError, load_params
 from components.config.training import VllmConfig
 from components.generation.serve import server_command
 from components.generation.vllm_engine import engine_kwargs
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
 
 
 def test_the_engine_and_the_server_take_the_block_size_and_null_leaves_vllm_s_own():
