@@ -13,6 +13,7 @@ a study's report.md, the README, the gate's reasons and the runs export.
   point estimate before it.
 - `span(values, show=number)`: the range of several values, ``17–22`` (one value when both ends
   read the same).
+- `duration(seconds)`: a wall-clock time as people say it (``48.2 s``, ``7 min 38 s``, ``1 h 04 min``).
 - `change(base, tuned)`: the signed change and its percent of the base, the percent only where the
   base is not near zero at the precision shown (``-0.000 → -0.002`` is not "+755 %").
 
@@ -86,6 +87,17 @@ def change(base: float | None, tuned: float | None, digits: int = 3) -> str:
 def span(values, show: Callable[[float | None], str] = number) -> str:
     low, high = show(min(values)), show(max(values))
     return low if low == high else f"{low}–{high}"
+
+
+def duration(seconds: float) -> str:
+    """A wall-clock time: tenths of a second below a minute, whole seconds below an hour, minutes above."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        whole = round(seconds)
+        return f"{whole // 60} min {whole % 60} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def typographic(text: str) -> str:

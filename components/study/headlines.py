@@ -11,9 +11,10 @@ written by `components.study.confirmation_report`), "pre-registered, running" un
     python -m components.study.headlines --write    # rewrite the generated blocks of README.md and docs/results.md
     python -m components.study.headlines --check    # exit 1 when they differ from results/
 
-Each of `GENERATED_FILES` holds two blocks (`components.study.readme_blocks`): `results` (these lines,
-their links relative to that file) and `make-run` (`components.study.reference_run`);
-tests/unit/test_readme_results.py fails when either differs from what the committed files give.
+Each of `GENERATED_FILES` holds some of the `BLOCKS` (`components.study.readme_blocks`): `results` (these
+lines, their links relative to that file), `make-run` (`components.study.reference_run`) and `speed` (the
+speed table per CPU kind, `components.study.speed_table`); tests/unit/test_readme_results.py fails when one
+differs from what the committed files give.
 Numbers are written by `components.formatting`, as in every report.
 """
 
@@ -32,6 +33,7 @@ from components.formatting import estimate, is_missing, number, p_value, percent
 from components.study.confirmation_report import committed_truncation_flag
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
+from components.study.speed_table import speed_table_lines
 
 RESULTS = Path("results")
 EXPLORATORY = "exploratory"
@@ -343,19 +345,34 @@ def results_lines(root: Path, links_from: str = "") -> list[str]:
     return [headline(Path(root)).line(links_from) for headline in HEADLINES.values()]
 
 
-GENERATED_FILES = {"README.md": "", "docs/results.md": "../"}  # file (from the root) -> path back to the root
+BLOCKS: dict[str, Callable[[Path, str], list[str]]] = {  # block name -> its lines from the root, links relative to the file
+    "results": results_lines,
+    "make-run": reference_run_lines,
+    "speed": speed_table_lines,
+}
+# file (from the root) -> (path back to the root, the blocks it carries); a file is generated where it carries its first block
+GENERATED_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "README.md": ("", ("results", "make-run", "speed")),
+    "docs/results.md": ("../", ("results", "make-run")),
+    "docs/benchmarks.md": ("../", ("speed",)),
+}
 
 
-def readme_blocks(root: Path, links_from: str = "") -> dict[str, list[str]]:
-    """Every generated block of one of `GENERATED_FILES`, by marker name."""
-    return {"results": results_lines(root, links_from), "make-run": reference_run_lines(Path(root), links_from)}
+def readme_blocks(root: Path, name: str = "README.md") -> dict[str, list[str]]:
+    """Every generated block of `name`, one of `GENERATED_FILES`, by marker name."""
+    links_from, blocks = GENERATED_FILES[name]
+    return {block: BLOCKS[block](Path(root), links_from) for block in blocks}
 
 
 def generated_blocks(root: Path) -> dict[Path, dict[str, list[str]]]:
     """The blocks of each of `GENERATED_FILES` under `root` that carries them (a project's own README does not)."""
     root = Path(root)
-    carrying = [name for name in GENERATED_FILES if (root / name).is_file() and markers("results")[0] in (root / name).read_text()]
-    return {root / name: readme_blocks(root, GENERATED_FILES[name]) for name in carrying}
+    carrying = [
+        name
+        for name, (_, blocks) in GENERATED_FILES.items()
+        if (root / name).is_file() and markers(blocks[0])[0] in (root / name).read_text()
+    ]
+    return {root / name: readme_blocks(root, name) for name in carrying}
 
 
 def write_generated(root: Path) -> dict[Path, list[str]]:

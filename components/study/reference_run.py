@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from components.config import GateConfig
-from components.formatting import number, percent, typographic
+from components.formatting import duration, number, percent, typographic
 from components.release.gate import evaluate_gates
 
 REFERENCE = Path("results/reference-run")
@@ -74,17 +74,23 @@ def log_groups(log_name: str | Path, pattern: str, text: str) -> tuple[str, ...]
     return found.groups()
 
 
+def make_run_seconds(log_name: str | Path, log: str) -> float:
+    """`make run`'s wall clock in a committed log (/usr/bin/time's line); a log whose header says
+    "installation included: N s" has that time taken off."""
+    hours, minutes, seconds = log_groups(log_name, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", log)
+    installation = re.search(r"^#.*installation included: (\d+) s", log, re.MULTILINE)
+    return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds) - (int(installation[1]) if installation else 0)
+
+
 def _timing(root: Path, name: Path, links_from: str) -> str:
-    """One committed `make run` log as "N min S s on a <machine> (training …, evaluation …; log)"; a log
-    whose header says "installation included: N s" has that time taken off its wall clock."""
+    """One committed `make run` log as "N min S s on a <machine> (training …, evaluation …; log)"."""
     log = (Path(root) / name).read_text()
     (machine,) = log_groups(name, r"^# [\d-]+, ([^;]+);", log)
-    hours, minutes, seconds = log_groups(name, r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", log)
-    installation = re.search(r"^#.*installation included: (\d+) s", log, re.MULTILINE)
-    wall = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds) - (int(installation[1]) if installation else 0)
     (train,) = log_groups(name, r"^\s*train: .* in (\d+) s;", log)
     (evaluate,) = log_groups(name, r"^\s*time: engine start .*\(of (\d+) s\)", log)
-    return f"{int(wall // 60)} min {round(wall % 60)} s on a {machine} (training {train} s, evaluation {evaluate} s; [log]({links_from}{name}))"
+    return (
+        f"{duration(make_run_seconds(name, log))} on a {machine} (training {train} s, evaluation {evaluate} s; [log]({links_from}{name}))"
+    )
 
 
 def timing_sentence(root: Path, links_from: str = "") -> str:

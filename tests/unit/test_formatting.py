@@ -10,6 +10,7 @@ import pytest
 from components.formatting import (
     MISSING,
     change,
+    duration,
     estimate,
     interval,
     is_missing,
@@ -88,3 +89,19 @@ def test_report_writers_leave_numbers_to_the_formatting_module(path):
     text = path.read_text()
     assert not FIXED_DECIMALS.findall(text), f"write these with components.formatting: {FIXED_DECIMALS.findall(text)}"
     assert not PRIVATE_FORMATTER.findall(text), "a private number formatter: use components.formatting"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "written"),
+    [
+        (29.64, "29.6 s"),
+        (59.94, "59.9 s"),
+        (458.4, "7 min 38 s"),
+        (599.6, "10 min 0 s"),
+        (3599.4, "59 min 59 s"),
+        (3840, "1 h 04 min"),
+        (7436, "2 h 04 min"),
+    ],
+)
+def test_a_duration_is_written_as_people_say_it_and_never_as_60_seconds(seconds, written):
+    assert duration(seconds) == written
