@@ -38,6 +38,7 @@ class StepResult:
 def build(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Templates (or `data.groups_file`, a user's own rows) -> PromptGroup JSONL files."""
     from components.data import build_groups, write_groups
+    from components.data.builder import needs_families
     from components.data.importer import import_groups
     from components.instructions.families import load_families
 
@@ -52,7 +53,8 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             groups, written = import_groups(source, params.paths.groups, params.data, params.seed, extra=decided)
             runs.set_tags({"data.source": str(source), "data.source_sha256": file_sha256(source)})
         else:
-            families = load_families(params.paths.instruction_families) if params.data.instructions == "families" else None
+            wanted = needs_families(params.data, params.paths.templates, params.paths.heldout_templates)
+            families = load_families(params.paths.instruction_families) if wanted else None
             groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates, families) + decided
             written = write_groups(groups, params.paths.groups)
         counts = {

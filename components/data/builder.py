@@ -162,23 +162,43 @@ def build_groups(
     group of the templates in `heldout_dir` (``paths.heldout_templates``), all held out: domains that
     are only ever evaluated, such as a confirmation's data fixed before any model saw it.
 
-    With ``data.instructions: families`` (`families` given), a consistency group of a template without
-    an ``answer_instruction`` of its own gets one instruction of `families` (`instruct`) after the
-    split is drawn: a train group from the train families, a held-out group from all of them.
+    With ``data.instructions: families``, a consistency group of a template without an
+    ``answer_instruction`` of its own gets one instruction of `families` (`instruct`) after the split is
+    drawn: a train group from the train families, a held-out group from all of them. A template with
+    ``instructions: families`` has its groups told so whatever ``data.instructions`` says (a
+    confirmation's held-out domains, judged alike under every objective). `families` is needed exactly
+    when one of the two asks for it (`needs_families`).
 
     Order: template files by name, then groups in build order. Raises `TemplateError` on a bad
     template or when two templates produce the same group id.
     """
-    if (data_cfg.instructions == "families") != (families is not None):
-        raise ValueError("data.instructions is 'families' exactly when the families are given")
     owner: dict[str, Path] = {}
     told: set[str] = set()  # groups whose template gives them an instruction of its own
-    groups = assign_splits(_render(Path(templates_dir), data_cfg, seed, owner, told), data_cfg, seed)
+    asked: set[str] = set()  # groups whose template asks for a family's instruction (`instructions: families`)
+    groups = assign_splits(_render(Path(templates_dir), data_cfg, seed, owner, told, asked), data_cfg, seed)
     if heldout_dir is not None:
-        groups += [g.model_copy(update={"split": "heldout"}) for g in _render(Path(heldout_dir), data_cfg, seed, owner, told)]
+        groups += [g.model_copy(update={"split": "heldout"}) for g in _render(Path(heldout_dir), data_cfg, seed, owner, told, asked)]
+    wanted = data_cfg.instructions == "families" or bool(asked)
+    if wanted != (families is not None):
+        raise ValueError("the instruction families are given exactly when data.instructions or a template's instructions is 'families'")
     if families is not None:
-        groups = [g if g.task != "consistency" or g.group_id in told else instruct(g, families, seed) for g in groups]
+        everyone = data_cfg.instructions == "families"
+        groups = [instruct(g, families, seed) if g.group_id in asked or (everyone and g.task == "consistency" and g.group_id not in told) else g
+                  for g in groups]  # fmt: skip
     return groups
+
+
+def needs_families(data_cfg: DataConfig, *template_dirs: Path | None) -> bool:
+    """Whether building from `template_dirs` needs the instruction families: ``data.instructions:
+    families``, or a consistency template with ``instructions: families``."""
+    if data_cfg.instructions == "families":
+        return True
+    return any(
+        isinstance(t, ConsistencyTemplate) and t.instructions == "families"
+        for folder in template_dirs
+        if folder is not None
+        for t in load_templates(Path(folder)).values()
+    )
 
 
 def instruct(group: PromptGroup, families: InstructionFamilies, seed: int) -> PromptGroup:
@@ -190,15 +210,19 @@ def instruct(group: PromptGroup, families: InstructionFamilies, seed: int) -> Pr
     return group.model_copy(update={"members": members, "instruction": spec})
 
 
-def _render(templates_dir: Path, data_cfg: DataConfig, seed: int, owner: dict[str, Path], told: set[str]) -> list[PromptGroup]:
+def _render(
+    templates_dir: Path, data_cfg: DataConfig, seed: int, owner: dict[str, Path], told: set[str], asked: set[str]
+) -> list[PromptGroup]:
     groups: list[PromptGroup] = []
     for path, template in load_templates(templates_dir).items():
         if isinstance(template, ConsistencyTemplate):
             own = template.answer_instruction
-            default = "" if data_cfg.instructions == "families" else data_cfg.answer_instruction
+            default = "" if data_cfg.instructions == "families" or template.instructions == "families" else data_cfg.answer_instruction
             built = consistency_groups(template, seed, default if own is None else own)
             if own is not None:
                 told.update(g.group_id for g in built)
+            if template.instructions == "families":
+                asked.update(g.group_id for g in built)
         else:
             built = diversity_groups(template)
         for g in built:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from components.contracts.errors import UserError
 from components.data.normalizers import UnknownNormalizerError, aliases, get_normalizer
@@ -99,6 +99,18 @@ class ConsistencyTemplate(_Model):
     answer_instruction: str | None = Field(
         None, description="appended to every prompt of this domain instead of data.answer_instruction ('': none)"
     )
+    instructions: Literal["families"] | None = Field(
+        None,
+        description="families: every group of this domain is told one instruction of paths.instruction_families (a "
+        "held-out group any family's, a train group a train family's), whatever data.instructions says, so that "
+        "objectives trained with either setting are judged on the same prompts (null: data.instructions decides)",
+    )
+
+    @model_validator(mode="after")
+    def _one_instruction_source(self) -> "ConsistencyTemplate":
+        if self.instructions is not None and self.answer_instruction is not None:
+            raise ValueError("answer_instruction and instructions: families both tell the groups what to do; give one")
+        return self
 
     @field_validator("slots")
     @classmethod

@@ -146,6 +146,34 @@ def test_a_template_s_own_instruction_is_kept_under_families(tmp_path):
     assert built and all(g.instruction is None and g.members[0].text.endswith("Answer in one word.") for g in built)
 
 
+def test_a_template_that_asks_for_families_is_told_the_same_under_either_data_instructions(tmp_path):
+    from components.data.builder import needs_families
+    from components.data.templates import TemplateError, load_template
+    from tests.unit.test_data_builder import CONSISTENCY_YAML
+
+    train, held_out = tmp_path / "train", tmp_path / "heldout"
+    train.mkdir(), held_out.mkdir()
+    (train / "t.yaml").write_text(CONSISTENCY_YAML)
+    (held_out / "h.yaml").write_text(CONSISTENCY_YAML.replace("domain: ", "domain: fresh-") + "instructions: families\n")
+    families = load_families(FAMILIES)
+    assert not needs_families(DataConfig(), train) and needs_families(DataConfig(), train, held_out)
+    assert needs_families(DataConfig(instructions="families"), train)
+    plain = build_groups(train, DataConfig(), SEED, held_out, families)  # templates keep data.answer_instruction
+    everyone = build_groups(train, DataConfig(instructions="families"), SEED, held_out, families)
+    fresh = [[g for g in built if g.domain.startswith("fresh-")] for built in (plain, everyone)]
+    assert fresh[0] and fresh[0] == fresh[1]  # the same held-out prompts and instructions under both settings
+    assert all(g.split == "heldout" and g.instruction is not None for g in fresh[0])
+    assert all(g.members[0].text.endswith(" " + g.instruction.text) and DataConfig().answer_instruction not in g.members[0].text for g in fresh[0])
+    others = [g for g in plain if not g.domain.startswith("fresh-")]
+    assert all(g.instruction is None and g.members[0].text.endswith(DataConfig().answer_instruction) for g in others)
+    with pytest.raises(ValueError, match="families are given exactly when"):
+        build_groups(train, DataConfig(), SEED, held_out)  # asked for, not given
+    both = tmp_path / "both.yaml"
+    both.write_text(CONSISTENCY_YAML + 'answer_instruction: "Answer in one word."\ninstructions: families\n')
+    with pytest.raises(TemplateError, match="answer_instruction and instructions: families both tell"):
+        load_template(both)
+
+
 def test_a_checker_of_your_own_is_a_family_judged_like_ifeval_s(tmp_path):
     @register_instruction("mine:ends_with_thanks")
     class EndsWithThanks:
