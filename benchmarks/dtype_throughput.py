@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/dtype_throughput.py                       # 48 prompts x 6, <= 128 tokens
     .venv/bin/python benchmarks/dtype_throughput.py --prompts 16 --max-new-tokens 64
+    .venv/bin/python benchmarks/dtype_throughput.py --groups data/groups_confirmation/consistency.jsonl \
+        --domains housing health education car 'travel-*' --max-new-tokens 512 --dtypes bfloat16   # a study's prompts
 
 bfloat16 halves memory traffic, and on hardware that computes it (CUDA GPUs from Ampere on, CPUs
 with AVX512-BF16 or AMX) it roughly doubles CPU decoding. A CPU without those instructions emulates
@@ -49,6 +51,21 @@ def consistency_prompts(count: int) -> list[str]:
     return prompts[:count]
 
 
+def held_out_prompts(groups_file: Path, domains: list[str]) -> list[str]:
+    """Every member's text of the held-out consistency groups of `groups_file` whose domain matches one of
+    `domains` (fnmatch patterns), in file order: what an evaluation of those domains samples."""
+    from fnmatch import fnmatch
+
+    from components.data import read_groups
+
+    return [
+        m.text
+        for g in read_groups(groups_file)
+        if g.task == "consistency" and g.split == "heldout" and any(fnmatch(g.domain, d) for d in domains)
+        for m in g.members
+    ]
+
+
 def decode(model_dir: Path, dtype: str, prompts: list[str], cfg, kv_cache_gb: int) -> dict:
     """Start a vLLM engine in `dtype`, time one generate call of `prompts`, close it."""
     from components.config import VllmConfig
@@ -74,6 +91,9 @@ def main() -> None:
     parser.add_argument("--kv-cache-gb", type=int, default=2)
     parser.add_argument("--model-dir", type=Path, default=ROOT / "data/models/base")
     parser.add_argument("--skip-generation", action="store_true", help="only the linear-layer row")
+    parser.add_argument("--groups", type=Path, help="a consistency groups file: its held-out groups' prompts instead of --prompts")
+    parser.add_argument("--domains", nargs="+", default=["*"], help="with --groups: the domains (fnmatch patterns)")
+    parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES), help="the engines' dtypes, in this order")
     args = parser.parse_args()
 
     from components.machine import machine_label, machine_record, native_bf16
@@ -83,8 +103,10 @@ def main() -> None:
         f"machine: {record['cpu'] or record['gpu']} ({machine_label(record)}; ISA {', '.join(record['isa']) or 'none of note'}); native bf16: {native_bf16()}"
     )
     linear = {dtype: linear_ms(dtype) for dtype in DTYPES}
-    print(f"linear 64x576->1536, one thread: float32 {linear['float32']:.2f} ms, bfloat16 {linear['bfloat16']:.2f} ms "
-          f"(bfloat16 / float32 time {linear['bfloat16'] / linear['float32']:.2f}x)")  # fmt: skip
+    print(
+        f"linear 64x576->1536, one thread: float32 {linear['float32']:.2f} ms, bfloat16 {linear['bfloat16']:.2f} ms "
+        f"(bfloat16 / float32 time {linear['bfloat16'] / linear['float32']:.2f}x)"
+    )
     if args.skip_generation:
         return
 
@@ -93,18 +115,19 @@ def main() -> None:
     from components.models.provision import prepare_base_model
 
     prepare_base_model(ModelConfig(), args.model_dir, seed=1234)  # reused when already provisioned
-    prompts = consistency_prompts(args.prompts)
+    prompts = held_out_prompts(args.groups, args.domains) if args.groups else consistency_prompts(args.prompts)
     cfg = SamplingConfig(n=args.n, max_new_tokens=args.max_new_tokens, temperature=0.7, top_p=1.0, seed=1234)
     print(f"vLLM decoding: {len(prompts)} consistency prompts x n={args.n}, <= {args.max_new_tokens} new tokens, T 0.7")
-    runs: dict[str, list[dict]] = {d: [] for d in DTYPES}
+    runs: dict[str, list[dict]] = {d: [] for d in args.dtypes}
     for _ in range(args.repeats):
-        for dtype in DTYPES:
+        for dtype in args.dtypes:
             runs[dtype].append(decode(args.model_dir, dtype, prompts, cfg, args.kv_cache_gb))
     best = {d: max(rs, key=lambda r: r["tok_s"]) for d, rs in runs.items()}
     print(f"{'dtype':<10}{'sequences':>10}{'tokens':>9}{'seconds':>10}{'tokens/s':>10}")
     for dtype, r in best.items():
         print(f"{dtype:<10}{r['sequences']:>10}{r['tokens']:>9}{r['seconds']:>10.1f}{r['tok_s']:>10.1f}")
-    print(f"float32 / bfloat16 tokens/s: {best['float32']['tok_s'] / best['bfloat16']['tok_s']:.2f}x")
+    if len(best) == 2:
+        print(f"float32 / bfloat16 tokens/s: {best['float32']['tok_s'] / best['bfloat16']['tok_s']:.2f}x")
 
 
 if __name__ == "__main__":
