@@ -39,3 +39,20 @@ def test_the_built_groups_are_the_preregistered_ones_held_out_and_told_one_instr
     assert (splits.count("train"), splits.count("heldout")) == (RECORD["train_family_groups"], RECORD["heldout_family_groups"])
     rows = "".join(g.model_dump_json() + "\n" for g in chosen)
     assert hashlib.sha256(rows.encode()).hexdigest() == RECORD["groups_sha256"]
+
+
+def test_the_calibration_that_chooses_the_recipe_runs_its_preregistered_rule_params_and_seeds():
+    from components.study.domain import load_study
+
+    record = json.loads((ROOT / "results/instruction-calibration/preregistration.json").read_text())
+    for name in ("plan", "frozen_params"):
+        path = ROOT / "results/instruction-calibration" / (f"{name}.md" if name == "plan" else f"{name}.json")
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == record[f"{name}_sha256"], path
+    _, study = load_study(ROOT / "params.yaml", "instruction-calibration")
+    seeds: dict[str, list[int]] = {}
+    for name, arm in study.config.arms.items():
+        seeds.setdefault(arm.family or name, []).append(arm.overrides["seed"])
+    assert seeds == record["seeds"]
+    params = json.loads(study.layout.frozen_params.read_text())["params"]
+    assert (params["train"]["precision"], params["eval"]["dtype"], params["eval"]["embedding_dtype"]) == ("fp32", "float32", "float32")
+    assert params["eval"]["fairness"]["dtype"] == params["train"]["rollout"]["vllm"]["dtype"] == "float32"
