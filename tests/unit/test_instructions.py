@@ -163,7 +163,9 @@ def test_a_template_that_asks_for_families_is_told_the_same_under_either_data_in
     fresh = [[g for g in built if g.domain.startswith("fresh-")] for built in (plain, everyone)]
     assert fresh[0] and fresh[0] == fresh[1]  # the same held-out prompts and instructions under both settings
     assert all(g.split == "heldout" and g.instruction is not None for g in fresh[0])
-    assert all(g.members[0].text.endswith(" " + g.instruction.text) and DataConfig().answer_instruction not in g.members[0].text for g in fresh[0])
+    assert all(
+        g.members[0].text.endswith(" " + g.instruction.text) and DataConfig().answer_instruction not in g.members[0].text for g in fresh[0]
+    )
     others = [g for g in plain if not g.domain.startswith("fresh-")]
     assert all(g.instruction is None and g.members[0].text.endswith(DataConfig().answer_instruction) for g in others)
     with pytest.raises(ValueError, match="families are given exactly when"):
