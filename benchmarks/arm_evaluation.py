@@ -82,10 +82,9 @@ def summary(project: Path) -> list[str]:
         base, candidate = (generation[key] for key in per)
         base_total, candidate_total = base_total + base["seconds"], candidate_total + candidate["seconds"]
         arm_total += candidate["seconds"] if name == "sampling" else base["seconds"]  # no prefix-cache reuse for an adapter
-        count = "tokens" if unit == "tokens" else "prompts"
-        rate = f"{base[count] / base['seconds']:.1f} / {candidate[count] / candidate['seconds']:.1f} {unit}/s"
+        rate = f"{base[unit] / base['seconds']:.1f} / {candidate[unit] / candidate['seconds']:.1f} {unit}/s"
         lines.append(
-            f"{name:<28}{base['seconds']:>10.1f}{candidate['seconds']:>13.1f}  {rate} ({base[count]:,} / {candidate[count]:,} {count})"
+            f"{name:<28}{base['seconds']:>10.1f}{candidate['seconds']:>13.1f}  {rate} ({base[unit]:,} / {candidate[unit]:,} {unit})"
         )
     shared = sum(phases.get(name, 0.0) for name in SHARED_PHASES)
     for name in SHARED_PHASES:

@@ -20,30 +20,37 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from components.contracts.naming import NameRegistry
 from components.formatting import duration, number, typographic
 from components.study.reference_run import log_groups, make_run_seconds
 
 SPEED = Path("results/speed")
 TABLE = SPEED / "table.yaml"
 NOT_MEASURED = "no committed log"
+# how a row reads its figure from a log: (log name, log text, the cell's select) -> the figure
+READERS: NameRegistry[Callable[[Path, str, str | None], str]] = NameRegistry("speed-table reader")
 
 
+@READERS.register("make_run")
 def _make_run(name: Path, text: str, select: str | None) -> str:
     return duration(make_run_seconds(name, text))
 
 
+@READERS.register("installation")
 def _installation(name: Path, text: str, select: str | None) -> str:
     """The median of the installer's wall-clock row (`select`, e.g. "A wall s") of a farm-bench table."""
     (median,) = log_groups(name, rf"^{re.escape(select or 'A wall s')}\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*$", text)
     return duration(float(median))
 
 
+@READERS.register("test_suite")
 def _test_suite(name: Path, text: str, select: str | None) -> str:
     """pytest's closing line: "1,416 passed in 32 min 26 s"."""
     passed, hours, minutes, seconds = log_groups(name, r"^=+ (\d+) passed.* in [\d.]+s \((\d+):(\d+):(\d+)\) =+$", text)
     return f"{int(passed):,} passed in {duration(int(hours) * 3600 + int(minutes) * 60 + int(seconds))}"
 
 
+@READERS.register("against_trl")
 def _against_trl(name: Path, text: str, select: str | None) -> str:
     """The start-up-included ratio of row `select` of benchmarks/train_throughput.py's table."""
     if not select:
@@ -52,6 +59,7 @@ def _against_trl(name: Path, text: str, select: str | None) -> str:
     return ratio
 
 
+@READERS.register("decode")
 def _decode(name: Path, text: str, select: str | None) -> str:
     """The first raw-decode line (JSON with `tok_s`) of a decode log whose `bind` is `select` (any when None)."""
     for line in text.splitlines():
@@ -61,20 +69,11 @@ def _decode(name: Path, text: str, select: str | None) -> str:
     raise ValueError(f"{name}: no decode line (JSON with tok_s) for bind {select!r}")
 
 
+@READERS.register("arm_evaluation")
 def _arm_evaluation(name: Path, text: str, select: str | None) -> str:
     """The arm's evaluation line of benchmarks/arm_evaluation.py: seconds of one arm with the base shared."""
     (seconds,) = log_groups(name, r"^arm evaluation, the base shared: ([\d.]+) s", text)
     return duration(float(seconds))
-
-
-READERS: dict[str, Callable[[Path, str, str | None], str]] = {
-    "make_run": _make_run,
-    "installation": _installation,
-    "test_suite": _test_suite,
-    "against_trl": _against_trl,
-    "decode": _decode,
-    "arm_evaluation": _arm_evaluation,
-}
 
 
 class Cell(BaseModel):
@@ -98,8 +97,7 @@ class Row(BaseModel):
     @field_validator("reader")
     @classmethod
     def _known_reader(cls, reader: str) -> str:
-        if reader not in READERS:
-            raise ValueError(f"unknown reader {reader!r}; known: {', '.join(READERS)}")
+        READERS.check([reader])
         return reader
 
 
