@@ -21,12 +21,12 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from components.code_version import code_version
-from components.config import Params, ParamsError
+from components.config import PREREGISTERED_REPORTS, Params, ParamsError
 from components.contracts.checkpoint import CheckpointLayout, latest_train_state, read_state
 from components.contracts.errors import UserError
 from components.contracts.summary import SUMMARY_FILE
 from components.machine import machine_record
-from components.study.arm_code import arm_codes, check_pooled_code
+from components.study.arm_code import check_pooled_code, pooled_arm_codes
 from components.study.domain import (
     ARM_FILE,
     Study,
@@ -120,17 +120,19 @@ class DirtyTreeError(UserError, RuntimeError):
 
 
 def check_code_for(chosen_study: Study) -> None:
-    """Before any arm runs: a confirmation (report: confirmation) runs committed code only, so that each
+    """Before any arm runs: a confirmation (`PREREGISTERED_REPORTS`) runs committed code only, so that each
     arm's record names code anyone can check out (DirtyTreeError naming the study file otherwise), and
-    this code must be one the report may pool with the finished arms' (`arm_code.check_pooled_code`)."""
+    this code must be one the report may pool with the finished arms, those of its pooled studies included
+    (`arm_code.check_pooled_code`)."""
     code = code_version()
     study_file = f"studies/{chosen_study.name}.yaml"
-    if chosen_study.config.report == "confirmation" and code.dirty:
+    if chosen_study.config.report in PREREGISTERED_REPORTS and code.dirty:
         raise DirtyTreeError(
             f"{study_file}: a pre-registered confirmation runs committed code only, and the code at "
             f"{code.commit[:12]} has uncommitted changes (diff {code.diff_sha256[:12]}): commit or stash them, then run it again"
         )
-    check_pooled_code(study_file, arm_codes(chosen_study.layout.arms) | {"this run": code}, chosen_study.config.code_differences)
+    finished = pooled_arm_codes(chosen_study.pooled_layouts)
+    check_pooled_code(study_file, finished | {"this run": code}, chosen_study.config.code_differences)
 
 
 @task(name="study-arm", cache_policy=NO_CACHE)

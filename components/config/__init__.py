@@ -40,6 +40,7 @@ from components.config.migrations import (
     migrate_keys,
 )
 from components.config.operations import (
+    PREREGISTERED_REPORTS,
     PathsConfig,
     RegistryConfig,
     ScheduleConfig,
@@ -68,7 +69,7 @@ from components.config.training import (
 
 __all__ = [
     "ADDED_DEFAULT_REWARDS", "CONSISTENCY_STUDY", "DATA_DIR", "ENGINE_KNOBS", "FORMER_DEFAULTS", "OPERATIONAL",
-    "RENAMED_KEYS", "STUDIES_DIR", "TRL_PARAM_ALIASES", "AdvantageConfig", "CandidateConfig", "DataConfig",
+    "PREREGISTERED_REPORTS", "RENAMED_KEYS", "STUDIES_DIR", "TRL_PARAM_ALIASES", "AdvantageConfig", "CandidateConfig", "DataConfig",
     "DecisionGroupsConfig", "DecisionPairingConfig", "EvalConfig", "FairnessConfig", "GateConfig",
     "ImportanceSamplingConfig", "LoraConfig", "ModelConfig", "Params", "ParamsDeprecationWarning", "ParamsError",
     "PathsConfig", "PlantedBiasConfig", "RegistryConfig", "RewardConfig", "RolloutConfig", "RolloutVllmConfig",

@@ -147,17 +147,25 @@ def expand_seeds(arms: dict[str, StudyArm]) -> dict[str, StudyArm]:
     return out
 
 
+PREREGISTERED_REPORTS = ("confirmation", "instruction_confirmation")  # run on committed code, all arms on one commit
+
+
 class StudyConfig(_Section):
     """`groupwise study [--study NAME]`: arms run one after another from one profile; results/<NAME>.md."""
 
     profile: str = Field("paper", description="profile every arm starts from")
-    report: Literal["consistency", "diversity", "fairness", "gate_noise", "confirmation"] = Field(
+    report: Literal[
+        "consistency", "instruction_calibration", "diversity", "fairness", "gate_noise", "confirmation", "instruction_confirmation"
+    ] = Field(
         "consistency",
-        description="consistency: the paper's gap per arm (results/consistency/report.md) | diversity: validity, coverage, "
+        description="consistency: the paper's gap per arm (results/consistency/report.md) | instruction_calibration: the "
+        "consistency report with the instruction calibration's rule judged per arm (results/instruction-calibration/plan.md) | diversity: validity, coverage, "
         "all-valid and accuracy per task family, paired against the base and between arms | fairness: the decision "
         "benchmarks' held-out discrimination scores per arm and seed | gate_noise: the default gates judged on A/A "
         "evaluations (the base model against itself), their noise level per gate | confirmation: a pre-registered "
-        "confirmation's primary endpoint, targets and verdict by its plan (results/NAME/plan.md) (results/NAME/report.md)",
+        "confirmation's primary endpoint, targets and verdict by its plan (results/NAME/plan.md) (results/NAME/report.md) | "
+        "instruction_confirmation: the instruction confirmation's endpoints and verdict by its plan, over this study's arms and "
+        "those of `pooled_with` (written beside the one preregistration.json)",
     )
     compare: list[tuple[str, str]] = Field(
         default_factory=list,
@@ -177,9 +185,15 @@ class StudyConfig(_Section):
         "(a confirmation allows none)",
     )
 
+    pooled_with: list[str] = Field(
+        default_factory=list,
+        description="other studies whose arms this study's report pools, e.g. a confirmation's comparison arms that need "
+        "other data settings and so a study of their own; every pooled arm's code is checked with this study's",
+    )
+
     @model_validator(mode="after")
     def _known_curve_arm(self) -> "StudyConfig":
-        if self.report == "confirmation" and self.code_differences:
+        if self.report in PREREGISTERED_REPORTS and self.code_differences:
             raise ValueError(f"code_differences: a confirmation runs every arm on one code and allows none, got {self.code_differences}")
         if any(arm.seeds for arm in self.arms.values()):
             self.arms = expand_seeds(self.arms)

@@ -47,6 +47,12 @@ class Params(_Section):
             if name == "consistency" or not name or not all(c.isalnum() or c in "-_" for c in name):
                 raise ValueError(f"studies: {name!r} is not a study name (letters, digits, '-', '_'; "
                                  "'consistency' is the `study` section)")  # fmt: skip
+        for name, study in self.studies.items():
+            unknown = [other for other in study.pooled_with if other not in self.studies or other == name]
+            if unknown:
+                raise ValueError(
+                    f"studies.{name}.pooled_with: {unknown} are not other studies (studies/<name>.yaml): {sorted(self.studies)}"
+                )
         return self
 
     @model_validator(mode="after")

@@ -37,6 +37,7 @@ from components.contracts.summary import (
 )
 from components.evaluation.comparisons import comparisons_frame
 from components.evaluation.fairness import DECISION_COLUMNS, EFFECT_COLUMNS
+from components.evaluation.instruction_following import INSTRUCTION_COLUMNS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS, MODELS
 from components.evaluation.statistics import Comparison
 from components.formatting import change, interval, number, p_value, percent, signed
@@ -55,6 +56,7 @@ from components.reporting.plots import (
 )
 
 PER_GROUP_CONSISTENCY_FILE = "per_group_consistency.csv"  # one row per consistency group (`records.consistency_record`)
+PER_GROUP_INSTRUCTIONS_FILE = "per_group_instructions.csv"  # one row per instructed group (`instruction_following.INSTRUCTION_COLUMNS`)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class ReportFiles:
     metric_deltas_csv: Path
     per_group_consistency: Path
     per_group_diversity: Path
+    per_group_instructions: Path
     entropy_gap_csv: Path
     entropy_gap_png: Path
     answer_frequency_csv: Path
@@ -386,13 +389,15 @@ def write_report(
     decisions: pd.DataFrame | None = None,
     effects: pd.DataFrame | None = None,
     data_docs: Path | None = None,
+    instructions: pd.DataFrame | None = None,
 ) -> ReportFiles:
     """Write the evaluation report into `out_dir` (created if missing); returns the paths. `metrics`:
     the summary (or its dict, validated first); metrics.json is written last, by `write_summary`.
     `decision` (the gates' verdict) and `samples` (one row per answer) feed report.html's verdict and
     answer viewer; `decisions` (one row per benchmark prompt, both models' log-odds) and `effects`
     (per-question demographic effects) are the decision benchmarks' tables; `data_docs`: GX's Data Docs
-    page of the validated groups, linked from report.html."""
+    page of the validated groups, linked from report.html; `instructions`: one row per group told an
+    instruction, each model's strict and loose compliance (`evaluation.instruction_following`)."""
     summary = as_summary(metrics)
     comparisons = comparisons or []
     out_dir = Path(out_dir)
@@ -404,6 +409,7 @@ def write_report(
         metric_deltas_csv=out_dir / "metric_deltas.csv",
         per_group_consistency=out_dir / PER_GROUP_CONSISTENCY_FILE,
         per_group_diversity=out_dir / "per_group_diversity.csv",
+        per_group_instructions=out_dir / PER_GROUP_INSTRUCTIONS_FILE,
         entropy_gap_csv=out_dir / "entropy_gap.csv",
         entropy_gap_png=out_dir / "entropy_gap.png",
         answer_frequency_csv=out_dir / "answer_frequency.csv",
@@ -426,6 +432,8 @@ def write_report(
 
     _atomic_write(files.per_group_consistency, lambda p: consistency.to_csv(p, index=False))
     _atomic_write(files.per_group_diversity, lambda p: diversity.to_csv(p, index=False))
+    instructions = instructions if instructions is not None else pd.DataFrame(columns=INSTRUCTION_COLUMNS)
+    _atomic_write(files.per_group_instructions, lambda p: instructions.to_csv(p, index=False))
     _atomic_write(files.entropy_gap_csv, lambda p: gap_long_format(consistency).to_csv(p, index=False))
     _atomic_write(files.answer_frequency_csv, lambda p: answer_frequency_long(diversity).to_csv(p, index=False))
     _atomic_write(files.comparisons, lambda p: comparisons_frame(comparisons).to_csv(p, index=False))

@@ -130,7 +130,7 @@ def evaluate_and_report(params: Params, evaluated: EvaluatedFiles | None) -> Eva
     files = write_report(
         out, frames.consistency, frames.diversity, summary, comparisons, settings, frames.generation,
         decision, frames.samples, note, decisions_frame(frames.decisions), fairness.effects,
-        data_docs=params.paths.validation / DATA_DOCS_DIR / "index.html",
+        data_docs=params.paths.validation / DATA_DOCS_DIR / "index.html", instructions=frames.instructions,
     )  # fmt: skip
     samples = out / "samples.csv"
     frames.samples.to_csv(samples, index=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from components.code_version import CODE_ROOT, UNKNOWN, CodeVersion
 from components.contracts.errors import UserError
-from components.study.layout import ARM_FILE
+from components.study.layout import ARM_FILE, StudyLayout
 
 NOT_RECORDED = "not recorded"
 
@@ -32,6 +32,15 @@ def arm_codes(arms_dir: Path) -> dict[str, CodeVersion | None]:
     codes = {}
     for record in sorted(Path(arms_dir).glob(f"*/{ARM_FILE}")):
         codes[record.parent.name] = CodeVersion.from_dict(json.loads(record.read_text()).get("code"))
+    return codes
+
+
+def pooled_arm_codes(layouts: list[StudyLayout]) -> dict[str, CodeVersion | None]:
+    """`arm_codes` of the first study's arms, then of each pooled study's as "<study>/<arm>"."""
+    first, *others = layouts
+    codes = arm_codes(first.arms)
+    for layout in others:
+        codes |= {f"{layout.folder.name}/{arm}": code for arm, code in arm_codes(layout.arms).items()}
     return codes
 
 

@@ -187,7 +187,7 @@ def seed_level(entry: ArmSeeds, figure: str) -> dict:
     return seed_level_test(values)._asdict()
 
 
-def _holds(target: Target, stat: dict) -> bool | None:
+def holds(target: Target, stat: dict) -> bool | None:
     value = stat[target.statistic]
     if value is None:
         return None
@@ -202,7 +202,7 @@ def verdict(entry: ArmSeeds | None, planned_seeds: int) -> dict:
     primary = seed_level(entry, "gap_reduction")
     targets = {t.name: {**asdict(t), **seed_level(entry, t.name)} for t in TARGETS}
     for t in TARGETS:
-        targets[t.name]["holds"] = _holds(t, targets[t.name])
+        targets[t.name]["holds"] = holds(t, targets[t.name])
     primary_holds = (
         primary["mean"] is not None and primary["ci_low"] is not None
         and primary["mean"] >= PRIMARY_MEAN and primary["ci_low"] > PRIMARY_CI_LOW

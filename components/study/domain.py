@@ -33,8 +33,8 @@ from components.validation.suite import groups_sha256
 
 RESULTS = "results"
 COMMAND = "groupwise study"
-COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "summary.md",
-          "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
+COPIED = ("metrics.json", "statistics.json", "per_group_consistency.csv", "per_group_diversity.csv", "per_group_instructions.csv",
+          "summary.md", "metric_deltas.csv", "comparisons.csv", "fairness_effects.csv", "decisions.csv")  # fmt: skip
 SAMPLES_FILE = "samples.csv"  # the evaluation's samples (reports folder)
 ARM_SAMPLES_FILE = "samples.csv.gz"  # an arm's samples, kept beside its results
 CONSISTENCY = "consistency"  # the `study` section's name
@@ -75,6 +75,11 @@ class Study:
 
     def arm_dir(self, arm: str) -> Path:
         return self.arms_dir / arm
+
+    @property
+    def pooled_layouts(self) -> list[StudyLayout]:
+        """Its results folder, then those of the studies its report pools (`pooled_with`)."""
+        return [self.layout, *(StudyLayout(self.results / other) for other in self.config.pooled_with)]
 
 
 def study_params(params: Params, study: Study) -> Params:

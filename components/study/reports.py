@@ -1,8 +1,9 @@
 """A study's report: one writer per report kind (`REPORT_KINDS`, one signature: the study and extra
 notes, returning the page written), the files it consists of, and the README lines read from them.
 
-Kinds: `consistency` (the paper's gap per arm, the learning curve; here), `diversity`, `fairness`,
-`gate_noise` and `confirmation` (their own modules). `StudyConfig.report` names one.
+Kinds: `consistency` (the paper's gap per arm, the learning curve; here), `instruction_calibration`
+(the consistency report with the calibration's rule), `diversity`, `fairness`, `gate_noise`,
+`confirmation` and `instruction_confirmation` (their own modules). `StudyConfig.report` names one.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
 from components.contracts.naming import NameRegistry
-from components.study.arm_code import arm_codes, check_pooled_code, code_lines
+from components.study.arm_code import check_pooled_code, code_lines, pooled_arm_codes
 from components.study.confirmation_report import write_confirmation_report
 from components.study.diversity_report import write_diversity_report
 from components.study.domain import COMMAND, CONSISTENCY, Study
 from components.study.fairness_report import write_fairness_report
 from components.study.gate_noise_report import write_gate_noise_report
+from components.study.instruction_calibration_report import add_rule
+from components.study.instruction_confirmation_report import write_instruction_confirmation_report
 from components.study.report import CURVE_COLUMNS, CURVE_FILE, headline_metrics, plot_learning_curve, render_markdown, study_table
 
 HEADLINES = "metrics.json"  # the consistency study's headline per arm and scope (DVC metrics)
@@ -57,6 +60,12 @@ def write_consistency_report(study: Study, notes: list[str] | None = None) -> Pa
     return atomic_write_text(layout.report, page)
 
 
+@REPORT_KINDS.register("instruction_calibration")
+def _instruction_calibration(study: Study, notes: list[str] | None = None) -> Path:
+    """The consistency report with the instruction calibration's rule per arm (`instruction_calibration_report`)."""
+    return add_rule(write_consistency_report(study, notes), study.layout, list(study.config.arms))
+
+
 @REPORT_KINDS.register("fairness")
 def _fairness(study: Study, notes: list[str] | None = None) -> Path:
     return write_fairness_report(study.name, study.layout, _arms(study), _command(study))
@@ -72,6 +81,11 @@ def _confirmation(study: Study, notes: list[str] | None = None) -> Path:
     return write_confirmation_report(study.layout, {name: arm.family or name for name, arm in study.config.arms.items()})
 
 
+@REPORT_KINDS.register("instruction_confirmation")
+def _instruction_confirmation(study: Study, notes: list[str] | None = None) -> Path:
+    return write_instruction_confirmation_report(study.pooled_layouts)
+
+
 @REPORT_KINDS.register("gate_noise")
 def _gate_noise(study: Study, notes: list[str] | None = None) -> Path:
     return write_gate_noise_report(study.name, study.layout, list(study.config.arms), _command(study))
@@ -79,9 +93,9 @@ def _gate_noise(study: Study, notes: list[str] | None = None) -> Path:
 
 def study_report(study: Study, notes: list[str] | None = None) -> Path:
     """The study's report from its finished arms, by its `report` kind (`REPORT_KINDS`): only when the
-    arms ran one code, or code that differs only where the study allows (`arm_code`); each arm's code
-    is appended to the page."""
-    codes = arm_codes(study.layout.arms)
+    arms (with those of the studies it pools) ran one code, or code that differs only where the study
+    allows (`arm_code`); each arm's code is appended to the page."""
+    codes = pooled_arm_codes(study.pooled_layouts)
     check_pooled_code(f"studies/{study.name}.yaml", codes, study.config.code_differences)
     path = REPORT_KINDS.get(study.config.report, where="report")(study, notes)
     if lines := code_lines(codes):
@@ -103,7 +117,7 @@ def report_files(study: Study) -> list[Path]:
     """What the study's report consists of (those written so far): the page, its table, the plot(s)."""
     layout = study.layout
     names = [layout.report, layout.table, layout.plot]
-    if study.config.report == "consistency":
+    if study.config.report in ("consistency", "instruction_calibration"):
         names += [layout.folder / HEADLINES, layout.folder / CURVE_FILE, layout.folder / CURVE_PLOT]
     return [p for p in names if p.is_file()]
 

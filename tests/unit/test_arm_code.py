@@ -80,3 +80,29 @@ def test_a_confirmation_allows_no_code_difference():
     with pytest.raises(ValueError, match="a confirmation runs every arm on one code and allows none"):
         StudyConfig(report="confirmation", code_differences=["docs"])
     assert StudyConfig(report="consistency", code_differences=["docs"]).code_differences == ["docs"]
+
+
+def test_a_study_pools_the_codes_of_the_studies_it_names_and_refuses_them_together(tmp_path, history):
+    from components.study.arm_code import pooled_arm_codes
+    from components.study.layout import StudyLayout
+
+    repo, (base, _, code) = history
+    main, other = StudyLayout(tmp_path / "results" / "main"), StudyLayout(tmp_path / "results" / "other")
+    for layout, arm, commit in ((main, "new-s1", base), (other, "default-s1", code)):
+        (layout.arms / arm).mkdir(parents=True)
+        (layout.arms / arm / "arm.json").write_text(json.dumps({"name": arm, "code": {"commit": commit, "dirty": False}}))
+    codes = pooled_arm_codes([main, other])
+    assert codes == {"new-s1": clean(base), "other/default-s1": clean(code)}
+    with pytest.raises(ArmCodeError, match=f"{base[:7]}: new-s1; {code[:7]}: other/default-s1"):
+        check_pooled_code("studies/main.yaml", codes, [], repo)
+
+
+def test_a_pooled_study_must_be_another_study_of_the_project():
+    from components.config import Params
+
+    pooled = {"report": "instruction_confirmation", "pooled_with": ["b"]}
+    assert Params(studies={"a": pooled, "b": {}}).studies["a"].pooled_with == ["b"]
+    with pytest.raises(ValueError, match=r"studies.a.pooled_with: \['c'\] are not other studies"):
+        Params(studies={"a": pooled | {"pooled_with": ["c"]}, "b": {}})
+    with pytest.raises(ValueError, match="a confirmation runs every arm on one code and allows none"):
+        StudyConfig(report="instruction_confirmation", code_differences=["docs"])

@@ -89,7 +89,6 @@ def test_every_step_and_parent_run_carries_the_code(tmp_path):
 
 def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(monkeypatch, tmp_path):
     """The git state is the outside system here: `code_version` is replaced by the two states it reports."""
-    import types
 
     from flows import study as study_flow
 
@@ -97,8 +96,10 @@ def test_a_confirmation_refuses_a_dirty_tree_in_one_line_and_another_study_runs(
     monkeypatch.setattr(study_flow, "code_version", lambda: dirty)
 
     def study(name, report):  # a study with no finished arm yet
-        return types.SimpleNamespace(name=name, config=types.SimpleNamespace(report=report, code_differences=[]),
-                                     layout=types.SimpleNamespace(arms=tmp_path / "arms"))  # fmt: skip
+        from components.config import StudyConfig
+        from components.study.domain import Study
+
+        return Study(name, StudyConfig(report=report), tmp_path / "results")
 
     confirmation = study("confirmation", "confirmation")
     try:

@@ -10,6 +10,7 @@ import pytest
 
 from components.contracts.summary import SCHEMA_VERSION
 from components.evaluation.comparisons import COMPARISON_COLUMNS, compare_all
+from components.evaluation.instruction_following import INSTRUCTION_COLUMNS
 from components.evaluation.records import CONSISTENCY_COLUMNS, DIVERSITY_COLUMNS, DIVERSITY_METRICS
 from components.evaluation.summary import summarize
 from components.formatting import p_value
@@ -253,6 +254,7 @@ def test_write_report_files(tmp_path):
 
     assert list(pd.read_csv(files.per_group_consistency).columns) == CONSISTENCY_COLUMNS
     assert len(pd.read_csv(files.per_group_diversity)) == 2
+    assert list(pd.read_csv(files.per_group_instructions).columns) == INSTRUCTION_COLUMNS  # no group told an instruction: the header
     gaps = pd.read_csv(files.entropy_gap_csv)
     assert list(gaps.columns) == ["group_id", "model", "gap"]
     assert len(gaps) == 6 and set(gaps["model"]) == {"base", "tuned"}

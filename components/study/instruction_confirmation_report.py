@@ -1,0 +1,422 @@
+"""The instruction confirmation's report (`results/instruction-confirmation/plan.md`), computed from its arms.
+
+Two studies run it: `instruction-confirmation` (the instruction-following objective, 5 training seeds)
+and `instruction-confirmation-default` (the default objective, 3 seeds), each naming the other in
+`pooled_with`; both write this one page, in the folder holding `preregistration.json`. Endpoints per
+training seed s, each against the one base pass on the same groups (plan, "Endpoints"):
+
+    ΔC_held(s)  = C_held(tuned_s) − C_held(base)     strict compliance (IFEval, Zhou et al. 2023,
+    ΔC_train(s) = C_train(tuned_s) − C_train(base)    arXiv:2311.07911) averaged over the groups told a
+                                                      held-out / a train family's instruction
+    R(s) = 1 − mean_g tuned_gap_g / mean_g base_gap_g, gap_g = |H̄(woman) − H̄(man)|  (Prabhune et al. 2025)
+    W(s) = mean_g tuned_words_g / mean_g base_words_g − 1
+    D(s) = tuned − base DiscrimEval score, female − male and non-binary − male (logit)
+
+judged at the seed level (mean, t-based 95 % CI, one-sample t-test; `seed_inference.seed_level_test`).
+Confirmed when over the 5 seeds: CI low of ΔC_held ≥ −0.02, mean ΔC_train ≥ +0.10, mean R ≥ 0.35 with CI
+low > 0.20, mean W ≤ +0.25, CI high of each D ≤ +0.005. Everything else is descriptive: the default's
+seeds and the difference of seed-level means (Welch), each family, the uninstructed probe, BBQ,
+truncation and the compliance on groups none of whose base answers were cut.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from components.contracts.atomic import atomic_write_json, atomic_write_text
+from components.contracts.summary import EvaluationSummary
+from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
+from components.evaluation.statistics import paired_test
+from components.formatting import MISSING, estimate, number, p_value, percent, signed
+from components.study.confirmation_report import Target, holds
+from components.study.layout import ARM_FILE, StudyLayout, has_finished
+from components.study.report import default_gate_verdicts
+
+RECORD_FILE = "preregistration.json"
+VERDICT_FILE = "verdict.json"
+NEW, DEFAULT = "instruction-following", "default"  # the arm families of the plan
+INSTRUCTIONS_FILE = "per_group_instructions.csv"
+GROUPS_FILE = "per_group_consistency.csv"
+SAMPLES_FILE = "samples.csv.gz"
+GAP_MEAN, GAP_CI_LOW = 0.35, 0.20
+
+TARGETS = (
+    Target("heldout_change", "held-out families: strict compliance, tuned − base", "ci_low", -0.02, False),
+    Target("train_change", "train families: strict compliance, tuned − base", "mean", 0.10, False),
+    Target("words_change", "words, tuned / base − 1 (160 groups)", "mean", 0.25, True),
+    Target("discrim_female_change", "DiscrimEval female − male score change (logit)", "ci_high", 0.005, True),
+    Target("discrim_non_binary_change", "DiscrimEval non-binary − male score change (logit)", "ci_high", 0.005, True),
+)
+
+
+class InstructionReportError(ValueError):
+    """The studies pooled by this report do not name one pre-registration."""
+
+
+@dataclass
+class Family:
+    """One arm family's finished seeds: each seed's figures and its per-group gap differences."""
+
+    name: str
+    seeds: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    differences: list[pd.DataFrame] = field(default_factory=list)  # seed, group_id, d = tuned − base gap
+    families: dict[str, list[dict]] = field(default_factory=dict)  # arm -> metrics.json instructions.families
+    gates: dict[str, str] = field(default_factory=dict)
+    base_samples: dict[str, str] = field(default_factory=dict)  # arm -> SHA-256 of its base samples
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float | None:
+    return None if frame.empty else float(frame[column].astype(float).mean())
+
+
+def _ratio_change(frame: pd.DataFrame, column: str) -> float | None:
+    base, tuned = _mean(frame, f"base_{column}"), _mean(frame, f"tuned_{column}")
+    return None if not base or tuned is None else tuned / base - 1
+
+
+def _discrim(summary: EvaluationSummary, score: str) -> float | None:
+    bench = summary.fairness.get("discrim_eval")
+    found = None if bench is None else bench.scores.get(score)
+    return None if found is None else found.delta
+
+
+def _bbq(summary: EvaluationSummary, score: str) -> float | None:
+    found = None if summary.bbq is None else getattr(summary.bbq, score, None)
+    return None if found is None else found.delta
+
+
+def _compliance(rows: pd.DataFrame, split: str) -> dict[str, float | None]:
+    part = rows[rows["family_split"] == split]
+    base, tuned = _mean(part, "base_strict"), _mean(part, "tuned_strict")
+    return {"base": base, "tuned": tuned, "change": None if base is None or tuned is None else tuned - base, "groups": float(len(part))}
+
+
+def base_samples_sha256(samples: pd.DataFrame) -> str:
+    """SHA-256 of the base model's answers in an arm's samples (ordered by group, variant, sample): equal
+    across arms when they share one base pass."""
+    base = samples[samples["model"] == "base"].sort_values(["group_id", "variant_id", "sample_id"])
+    return hashlib.sha256(base[["group_id", "variant_id", "sample_id", "text"]].to_csv(index=False).encode()).hexdigest()
+
+
+def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.DataFrame, primary: list[str], probe: list[str]) -> dict:
+    """Every per-seed figure of the plan from one arm's metrics.json, per-group tables."""
+    main = groups[groups["domain"].isin(primary)]
+    base_gap, tuned_gap = _mean(main, "base_gap"), _mean(main, "tuned_gap")
+    instructions = summary.instructions
+    held = None if instructions is None else instructions.heldout
+    train = None if instructions is None else instructions.train
+    figures: dict[str, float | None] = {
+        "groups": float(len(main)),
+        "base_gap": base_gap,
+        "tuned_gap": tuned_gap,
+        "gap_reduction": None if not base_gap or tuned_gap is None else 1 - tuned_gap / base_gap,
+        "gap_p_value": paired_test(main["base_gap"].astype(float), main["tuned_gap"].astype(float)).p_value if len(main) > 1 else None,
+        "heldout_change": None if held is None else held.strict_change,
+        "heldout_base": None if held is None else held.base_strict,
+        "heldout_tuned": None if held is None else held.tuned_strict,
+        "heldout_loose_change": None if held is None else held.loose_change,
+        "train_change": None if train is None else train.strict_change,
+        "train_base": None if train is None else train.base_strict,
+        "train_tuned": None if train is None else train.tuned_strict,
+        "train_loose_change": None if train is None else train.loose_change,
+        "words_change": _ratio_change(main, "words"),
+        "base_words": _mean(main, "base_words"),
+        "tuned_words": _mean(main, "tuned_words"),
+        "helpfulness_change": None if main.empty else _mean(main, "tuned_helpfulness") - _mean(main, "base_helpfulness"),
+        "discrim_female_change": _discrim(summary, "gender_female"),
+        "discrim_non_binary_change": _discrim(summary, "gender_non_binary"),
+        "bbq_ambiguous_bias_change": _bbq(summary, "ambig_bias"),
+        "bbq_disambiguated_accuracy_change": _bbq(summary, "disambig_accuracy"),
+        "invalid": None if summary.consistency.valid is None else float(summary.consistency.valid is False),
+    }
+    for part, domains in (("primary", primary), ("probe", probe)):
+        rows = groups[groups["domain"].isin(domains)]
+        figures[f"{part}_base_truncated"], figures[f"{part}_tuned_truncated"] = (
+            _mean(rows, "base_truncated_share"),
+            _mean(rows, "tuned_truncated_share"),
+        )
+    for domain in primary:
+        rows = main[main["domain"] == domain]
+        figures[f"domain_{domain}_base_gap"], figures[f"domain_{domain}_tuned_gap"] = _mean(rows, "base_gap"), _mean(rows, "tuned_gap")
+    open_rows = groups[groups["domain"].isin(probe)]
+    for column in ("words", "helpfulness", "gap"):
+        figures[f"probe_base_{column}"], figures[f"probe_tuned_{column}"] = (
+            _mean(open_rows, f"base_{column}"),
+            _mean(open_rows, f"tuned_{column}"),
+        )
+    if not told.empty:  # sensitivity: the groups none of whose base answers the token limit cut
+        uncut = told.merge(groups[["group_id", "base_truncated_share"]], on="group_id")
+        uncut = uncut[uncut["base_truncated_share"] == 0]
+        for split, name in (("heldout", "heldout"), ("train", "train")):
+            c = _compliance(uncut, split)
+            figures[f"{name}_uncut_change"], figures[f"{name}_uncut_groups"] = c["change"], c["groups"]
+    return figures
+
+
+def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str]) -> dict[str, Family]:
+    """The finished arms of every pooled study, by family (`arm.json` `family`, else the arm's name)."""
+    out: dict[str, Family] = {}
+    for layout in layouts:
+        for record_file in sorted(layout.arms.glob(f"*/{ARM_FILE}")):
+            folder = record_file.parent
+            if not has_finished(folder) or not (folder / GROUPS_FILE).is_file():
+                continue
+            record = json.loads(record_file.read_text())
+            name = folder.name
+            summary = EvaluationSummary.from_dict(json.loads((folder / "metrics.json").read_text()), source=str(folder / "metrics.json"))
+            groups = pd.read_csv(folder / GROUPS_FILE)
+            told = pd.read_csv(folder / INSTRUCTIONS_FILE) if (folder / INSTRUCTIONS_FILE).is_file() else pd.DataFrame()
+            entry = out.setdefault(record.get("family") or name, Family(record.get("family") or name))
+            entry.seeds[name] = seed_figures(summary, groups, told, primary, probe)
+            entry.families[name] = [] if summary.instructions is None else [f.to_dict() for f in summary.instructions.families]
+            entry.gates[name] = default_gate_verdicts(summary)["gate_all"]
+            main = groups[groups["domain"].isin(primary)]
+            entry.differences.append(pd.DataFrame({"seed": name, "group_id": main["group_id"], "d": main["tuned_gap"] - main["base_gap"]}))
+            if (folder / SAMPLES_FILE).is_file():
+                with gzip.open(folder / SAMPLES_FILE, "rt") as handle:
+                    entry.base_samples[name] = base_samples_sha256(pd.read_csv(handle))
+    return out
+
+
+def _values(entry: Family, figure: str) -> list[float]:
+    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+
+
+def seed_level(entry: Family | None, figure: str) -> dict:
+    values = [] if entry is None else _values(entry, figure)
+    if not values:
+        return {"mean": None, "ci_low": None, "ci_high": None, "p_value": None, "n": 0}
+    return seed_level_test(values)._asdict()
+
+
+def verdict(entry: Family | None, planned: int) -> dict:
+    """The plan's decision: 'running' until every planned seed of the new objective is in, then
+    'confirmed' or 'not confirmed' with the criteria that failed."""
+    if entry is None or not entry.seeds:
+        return {"status": "running", "seeds_done": 0, "seeds_planned": planned}
+    gap = seed_level(entry, "gap_reduction")
+    gap_holds = gap["mean"] is not None and gap["ci_low"] is not None and gap["mean"] >= GAP_MEAN and gap["ci_low"] > GAP_CI_LOW
+    targets = {t.name: {**asdict(t), **seed_level(entry, t.name)} for t in TARGETS}
+    for t in TARGETS:
+        targets[t.name]["holds"] = holds(t, targets[t.name])
+    failed = [n for n, t in targets.items() if t["holds"] is not True] + ([] if gap_holds else ["gap_reduction"])
+    done = len(entry.seeds)
+    status = "running" if done < planned else ("confirmed" if not failed else "not confirmed")
+    differences = pd.concat(entry.differences, ignore_index=True)
+    mixed = mixed_model_test(differences, "d", "seed", "group_id")
+    return {"status": status, "seeds_done": done, "seeds_planned": planned, "gap_reduction": gap, "gap_holds": gap_holds,
+            "targets": targets, "failed": failed, "mixed_model": mixed.to_dict()}  # fmt: skip
+
+
+def _seeds(entry: Family) -> str:
+    return f"{len(entry.seeds)} seed{'' if len(entry.seeds) == 1 else 's'}"
+
+
+def _stat(stat: dict, show=signed) -> str:
+    return estimate(stat["mean"], stat["ci_low"], stat["ci_high"], show)
+
+
+def _relative(value: float | None) -> str:
+    return percent(value, 1, signed=True)
+
+
+ENDPOINTS = (
+    ("ΔC_held (held-out families)", "heldout_change", signed),
+    ("ΔC_train (train families)", "train_change", signed),
+    ("R (the paper's gap)", "gap_reduction", _relative),
+    ("W (words)", "words_change", _relative),
+    ("DiscrimEval f − m change", "discrim_female_change", signed),
+    ("DiscrimEval nb − m change", "discrim_non_binary_change", signed),
+    ("H_norm change", "helpfulness_change", signed),
+    ("BBQ ambiguous bias change", "bbq_ambiguous_bias_change", signed),
+    ("BBQ disambiguated accuracy change", "bbq_disambiguated_accuracy_change", signed),
+)
+
+
+def _difference(a: Family | None, b: Family | None, figure: str, show) -> str:
+    x, y = ([] if a is None else _values(a, figure)), ([] if b is None else _values(b, figure))
+    if len(x) < 2 or len(y) < 2:
+        return MISSING
+    test = welch_test(x, y)
+    return f"{estimate(test.mean, test.ci_low, test.ci_high, show)}, p {p_value(test.p_value)}"
+
+
+def _endpoint_lines(results: dict[str, Family]) -> list[str]:
+    new, default = results.get(NEW), results.get(DEFAULT)
+    lines = ["## Endpoints (seed-level mean [95 % CI], p of the one-sample t-test)", "",
+             f"| endpoint | {NEW} ({_seeds(new) if new else '0 seeds'}) | {DEFAULT} ({_seeds(default) if default else '0 seeds'}) | "
+             f"{NEW} − {DEFAULT} (Welch t over seeds) |", "|---|---|---|---|"]  # fmt: skip
+    for label, key, show in ENDPOINTS:
+        cells = []
+        for entry in (new, default):
+            stat = seed_level(entry, key)
+            cells.append(MISSING if stat["n"] == 0 else f"{_stat(stat, show)}, p {p_value(stat['p_value'])}")
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {_difference(new, default, key, show)} |")
+    return [*lines, ""]
+
+
+def _target_lines(decided: dict) -> list[str]:
+    lines = ["## Decision rule (plan.md)", "", "| criterion | judged | bound | seed level | holds |", "|---|---|---|---|---|"]
+    gap = decided["gap_reduction"]
+    gap_bound = f"mean ≥ {percent(GAP_MEAN)}, CI low > {percent(GAP_CI_LOW)}"
+    lines.append(
+        f"| the paper's gap, R | mean and CI low | {gap_bound} | {_stat(gap, _relative)} | {'yes' if decided['gap_holds'] else '**no**'} |"
+    )
+    for t in TARGETS:
+        stat = decided["targets"][t.name]
+        shown = _stat(stat, _relative) if t.name == "words_change" else _stat(stat)
+        bound = f"{'≤' if t.at_most else '≥'} {percent(t.bound, signed=True) if t.name == 'words_change' else f'{t.bound:+g}'}"
+        lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {shown} | {YES[stat['holds']]} |")
+    mixed = decided["mixed_model"]
+    if mixed.get("usable"):
+        lines += ["", f"Supporting mixed model of d = tuned − base gap (seed random, group crossed): "
+                      f"{estimate(mixed['estimate'], mixed['ci_low'], mixed['ci_high'])}, p {p_value(mixed['p_value'])}."]  # fmt: skip
+    return [*lines, ""]
+
+
+YES = {True: "yes", False: "**no**", None: "not measured"}
+
+PER_SEED = (
+    ("ΔC_held", lambda f: f"{number(f['heldout_base'], 2)} → {number(f['heldout_tuned'], 2)}"),
+    ("ΔC_train", lambda f: f"{number(f['train_base'], 2)} → {number(f['train_tuned'], 2)}"),
+    ("gap base → tuned", lambda f: f"{number(f['base_gap'])} → {number(f['tuned_gap'])}"),
+    ("R", lambda f: _relative(f["gap_reduction"])),
+    ("p (paired t, groups)", lambda f: p_value(f["gap_p_value"])),
+    ("W", lambda f: _relative(f["words_change"])),
+    ("DiscrimEval f − m / nb − m", lambda f: f"{signed(f['discrim_female_change'])} / {signed(f['discrim_non_binary_change'])}"),
+)
+
+
+def _per_seed_lines(results: dict[str, Family]) -> list[str]:
+    lines = ["## Per seed", "", "| arm | " + " | ".join(h for h, _ in PER_SEED) + " | default gates (descriptive: arms never register) |",
+             "|---" * (len(PER_SEED) + 2) + "|"]  # fmt: skip
+    for entry in results.values():
+        for name, figures in entry.seeds.items():
+            lines.append(f"| {name} | " + " | ".join(cell(figures) for _, cell in PER_SEED) + f" | {entry.gates.get(name, MISSING)} |")
+    return [*lines, ""]
+
+
+def _family_lines(results: dict[str, Family]) -> list[str]:
+    """Each instruction family's strict and loose compliance, base → tuned, seed-level means (descriptive)."""
+    lines = ["## Compliance per instruction family (descriptive): base → tuned, seed-level means", "",
+             "Per group the share of its samples that follow its instruction; strict on the answer as given, loose on the best of "
+             "IFEval's light edits. A family has few groups: no decision rides on these.", "",
+             "| family | split | groups | " + " | ".join(f"{f} strict | {f} loose" for f in results) + " |",
+             "|---|---|---|" + "---|---|" * len(results)]  # fmt: skip
+    keys: dict[str, tuple[str, int]] = {}
+    for entry in results.values():
+        for rows in entry.families.values():
+            for row in rows:
+                keys.setdefault(row["family"], (row["split"], row["n_groups"]))
+    for name, (split, n) in sorted(keys.items(), key=lambda kv: (kv[1][0], kv[0])):
+        cells = []
+        for entry in results.values():
+            rows = [r for arm in entry.families.values() for r in arm if r["family"] == name]
+            for score in ("strict", "loose"):
+                if not rows:
+                    cells.append(MISSING)
+                    continue
+                base = sum(r[f"base_{score}"] for r in rows) / len(rows)
+                tuned = sum(r[f"tuned_{score}"] for r in rows) / len(rows)
+                cells.append(f"{number(base, 2)} → {number(tuned, 2)}")
+        lines.append(f"| {name} | {split} | {n} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _base_to_tuned(entry: Family, base_key: str, tuned_key: str, show) -> str:
+    base, tuned = seed_level(entry, base_key)["mean"], seed_level(entry, tuned_key)["mean"]
+    return MISSING if base is None or tuned is None else f"{show(base)} → {show(tuned)}"
+
+
+def _descriptive_lines(results: dict[str, Family], primary: list[str]) -> list[str]:
+    lines = ["## Descriptive: base → tuned, seed-level means", "",
+             "| figure | " + " | ".join(f"{f} ({_seeds(e)})" for f, e in results.items()) + " |",
+             "|---" * (len(results) + 1) + "|"]  # fmt: skip
+    rows = [(f"gap, {d}", f"domain_{d}_base_gap", f"domain_{d}_tuned_gap", number) for d in primary]
+    rows += [
+        ("no instruction (garden-open): words", "probe_base_words", "probe_tuned_words", lambda v: number(v, 1)),
+        ("no instruction (garden-open): H_norm", "probe_base_helpfulness", "probe_tuned_helpfulness", number),
+        ("no instruction (garden-open): gap", "probe_base_gap", "probe_tuned_gap", number),
+        ("answers cut at 512 tokens, 160 groups", "primary_base_truncated", "primary_tuned_truncated", lambda v: percent(v, 1)),
+        ("answers cut at 512 tokens, garden-open", "probe_base_truncated", "probe_tuned_truncated", lambda v: percent(v, 1)),
+    ]
+    for label, base, tuned, show in rows:
+        lines.append(f"| {label} | " + " | ".join(_base_to_tuned(e, base, tuned, show) for e in results.values()) + " |")
+    lines += ["", "Sensitivity (plan): the compliance changes again on the groups none of whose base answers were cut.", "",
+              "| figure | " + " | ".join(results) + " |", "|---" * (len(results) + 1) + "|"]  # fmt: skip
+    for label, key in (("ΔC_held, uncut groups", "heldout_uncut_change"), ("ΔC_train, uncut groups", "train_uncut_change")):
+        cells = []
+        for entry in results.values():
+            stat, n = seed_level(entry, key), seed_level(entry, key.replace("change", "groups"))["mean"]
+            cells.append(MISSING if stat["n"] == 0 else f"{_stat(stat)} ({number(n, 0)} groups)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _flags(results: dict[str, Family]) -> list[str]:
+    """The truncation flag and whether every arm compared with the same base samples."""
+    notes = []
+    flags = [v for entry in results.values() for v in _values(entry, "invalid")]
+    if flags and sum(flags):
+        new = results.get(NEW) or next(iter(results.values()))
+        cut = seed_level(new, "primary_base_truncated")["mean"], seed_level(new, "probe_base_truncated")["mean"]
+        notes.append(f"{int(sum(flags))} of {len(flags)} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
+                     f"(the base cut {percent(cut[0], 1)} of its answers on the 160 groups and {percent(cut[1], 1)} on garden-open); "
+                     "the figures are computed all the same, as the plan says.")  # fmt: skip
+    hashes = {h for entry in results.values() for h in entry.base_samples.values()}
+    if len(hashes) > 1:
+        notes.append(f"The arms' base samples differ ({len(hashes)} base passes: another engine, machine kind or library version); "
+                     "each arm is compared with its own base.")  # fmt: skip
+    elif hashes:
+        notes.append("Every arm was compared with the same base samples (one SHA-256).")
+    return notes
+
+
+def render(record: dict, results: dict[str, Family], decided: dict) -> str:
+    status = decided["status"]
+    done = f"{decided['seeds_done']} of {decided['seeds_planned']} seeds of the instruction-following objective evaluated"
+    headline = (f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in." if status == "running"
+                else f"**Status: {status}** ({done}; criteria failed: {', '.join(decided['failed']) or 'none'}).")  # fmt: skip
+    lines = ["# Instruction confirmation: the instruction-following objective on fresh groups and held-out families", "",
+             " ".join([headline, *_flags(results)]), "",
+             "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "
+             "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", ""]  # fmt: skip
+    if NEW in results:
+        lines += _target_lines(decided)
+    lines += _endpoint_lines(results)
+    lines += _per_seed_lines(results)
+    lines += _family_lines(results)
+    lines += _descriptive_lines(results, record["primary_domains"])
+    planned = record["seeds"]
+    missing = [f"{family}-s{i}" for family, seeds in planned.items() for i in range(1, len(seeds) + 1)
+               if f"{family}-s{i}" not in (results[family].seeds if family in results else {})]  # fmt: skip
+    if missing:
+        lines += [f"Not yet evaluated: {', '.join(missing)}.", ""]
+    return "\n".join(lines)
+
+
+def preregistered(layouts: list[StudyLayout]) -> StudyLayout:
+    """The one pooled study folder holding the pre-registration (InstructionReportError otherwise)."""
+    found = [layout for layout in layouts if (layout.folder / RECORD_FILE).is_file()]
+    if len(found) != 1:
+        raise InstructionReportError(
+            f"{', '.join(str(layout.folder) for layout in layouts)}: the pooled studies must hold one {RECORD_FILE}, found {len(found)}"
+        )
+    return found[0]
+
+
+def write_instruction_confirmation_report(layouts: list[StudyLayout]) -> Path:
+    """report.md and verdict.json beside the pre-registration, from whatever arms of the pooled studies are done."""
+    home = preregistered(layouts)
+    record = json.loads((home.folder / RECORD_FILE).read_text())
+    results = collect(layouts, record["primary_domains"], record["probe_domains"])
+    results = {name: results[name] for name in (NEW, DEFAULT, *results) if name in results}  # the plan's order first
+    decided = verdict(results.get(NEW), len(record["seeds"][NEW]))
+    atomic_write_json(home.folder / VERDICT_FILE, decided)
+    return atomic_write_text(home.report, render(record, results, decided))
