@@ -84,7 +84,7 @@ def test_the_page_gets_the_rule_and_each_family_after_its_title(tmp_path):
         (layout.arms / arm / "arm.json").write_text(json.dumps({"name": arm}))
     layout.report.write_text("# Study\n\nintro\n\n| arm | gap |\n|---|---|\n")
     page = add_rule(layout.report, layout, ["a", "b"]).read_text()
-    assert page.startswith("# Study\n\n## The calibration's rule")
+    assert page.startswith("# Study\n\n**Exploratory**") and "; passes: a." in page
     assert page.index("## The calibration's rule") < page.index("## Compliance per instruction family") < page.index("intro")
     rows = [line for line in page.splitlines() if line.startswith("| a |") or line.startswith("| b |")]
     assert "**passes**" in rows[0] and "fails: words_change" in rows[1]
