@@ -42,7 +42,7 @@ class Target:
 
     name: str
     label: str
-    statistic: str  # "mean" or "ci_high": which seed-level figure is judged
+    statistic: str  # which figure is judged: "mean", "ci_low" or "ci_high" of the seed level, or an arm's "value"
     bound: float
     at_most: bool  # True: statistic <= bound; False: statistic >= bound
 

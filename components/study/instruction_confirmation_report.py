@@ -69,10 +69,21 @@ class Family:
     families: dict[str, list[dict]] = field(default_factory=dict)  # arm -> metrics.json instructions.families
     gates: dict[str, str] = field(default_factory=dict)
     base_samples: dict[str, str] = field(default_factory=dict)  # arm -> SHA-256 of its base samples
+    unplanned: list[str] = field(default_factory=list)  # finished arms whose seed the plan does not name (not judged)
+    arms: int = 0  # finished arms read
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float | None:
     return None if frame.empty else float(frame[column].astype(float).mean())
+
+
+def _share(frame: pd.DataFrame, column: str) -> float | None:
+    """A per-group share as the share of all the frame's answers (groups weighted by `n_samples`, as the
+    evaluator's 5 % rule counts them)."""
+    if frame.empty:
+        return None
+    n = frame["n_samples"].astype(float)
+    return float((frame[column].astype(float) * n).sum() / n.sum())
 
 
 def _ratio_change(frame: pd.DataFrame, column: str) -> float | None:
@@ -80,10 +91,10 @@ def _ratio_change(frame: pd.DataFrame, column: str) -> float | None:
     return None if not base or tuned is None else tuned / base - 1
 
 
-def _discrim(summary: EvaluationSummary, score: str) -> float | None:
+def _discrim(summary: EvaluationSummary, score: str, figure: str = "delta") -> float | None:
     bench = summary.fairness.get("discrim_eval")
     found = None if bench is None else bench.scores.get(score)
-    return None if found is None else found.delta
+    return None if found is None else getattr(found, figure)
 
 
 def _bbq(summary: EvaluationSummary, score: str) -> float | None:
@@ -100,8 +111,8 @@ def _compliance(rows: pd.DataFrame, split: str) -> dict[str, float | None]:
 def base_samples_sha256(samples: pd.DataFrame) -> str:
     """SHA-256 of the base model's answers in an arm's samples (ordered by group, variant, sample): equal
     across arms when they share one base pass."""
-    base = samples[samples["model"] == "base"].sort_values(["group_id", "variant_id", "sample_id"])
-    return hashlib.sha256(base[["group_id", "variant_id", "sample_id", "text"]].to_csv(index=False).encode()).hexdigest()
+    base = samples[samples["model"] == "base"].sort_values(["group_id", "variant_id", "sample"])
+    return hashlib.sha256(base[["group_id", "variant_id", "sample", "text"]].to_csv(index=False).encode()).hexdigest()
 
 
 def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.DataFrame, primary: list[str], probe: list[str]) -> dict:
@@ -118,19 +129,28 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
         "gap_reduction": None if not base_gap or tuned_gap is None else 1 - tuned_gap / base_gap,
         "gap_p_value": paired_test(main["base_gap"].astype(float), main["tuned_gap"].astype(float)).p_value if len(main) > 1 else None,
         "heldout_change": None if held is None else held.strict_change,
+        "heldout_p_value": None if held is None else held.strict_p_value,
+        "heldout_groups": None if held is None else float(held.n_groups),
         "heldout_base": None if held is None else held.base_strict,
         "heldout_tuned": None if held is None else held.tuned_strict,
         "heldout_loose_change": None if held is None else held.loose_change,
         "train_change": None if train is None else train.strict_change,
+        "train_p_value": None if train is None else train.strict_p_value,
+        "train_groups": None if train is None else float(train.n_groups),
         "train_base": None if train is None else train.base_strict,
         "train_tuned": None if train is None else train.tuned_strict,
         "train_loose_change": None if train is None else train.loose_change,
         "words_change": _ratio_change(main, "words"),
+        "words_p_value": paired_test(main["base_words"].astype(float), main["tuned_words"].astype(float)).p_value
+        if len(main) > 1
+        else None,
         "base_words": _mean(main, "base_words"),
         "tuned_words": _mean(main, "tuned_words"),
         "helpfulness_change": None if main.empty else _mean(main, "tuned_helpfulness") - _mean(main, "base_helpfulness"),
         "discrim_female_change": _discrim(summary, "gender_female"),
         "discrim_non_binary_change": _discrim(summary, "gender_non_binary"),
+        "discrim_female_p_value": _discrim(summary, "gender_female", "delta_p_value"),
+        "discrim_non_binary_p_value": _discrim(summary, "gender_non_binary", "delta_p_value"),
         "bbq_ambiguous_bias_change": _bbq(summary, "ambig_bias"),
         "bbq_disambiguated_accuracy_change": _bbq(summary, "disambig_accuracy"),
         "invalid": None if summary.consistency.valid is None else float(summary.consistency.valid is False),
@@ -138,8 +158,8 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
     for part, domains in (("primary", primary), ("probe", probe)):
         rows = groups[groups["domain"].isin(domains)]
         figures[f"{part}_base_truncated"], figures[f"{part}_tuned_truncated"] = (
-            _mean(rows, "base_truncated_share"),
-            _mean(rows, "tuned_truncated_share"),
+            _share(rows, "base_truncated_share"),
+            _share(rows, "tuned_truncated_share"),
         )
     for domain in primary:
         rows = main[main["domain"] == domain]
@@ -159,8 +179,9 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
     return figures
 
 
-def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str]) -> dict[str, Family]:
-    """The finished arms of every pooled study, by family (`arm.json` `family`, else the arm's name)."""
+def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str], planned: dict[str, list[int]]) -> dict[str, Family]:
+    """The finished arms of every pooled study, by family (`arm.json` `family`, else the arm's name); an
+    arm whose training seed (`overrides.seed`) its family's planned seeds do not hold is listed, not judged."""
     out: dict[str, Family] = {}
     for layout in layouts:
         for record_file in sorted(layout.arms.glob(f"*/{ARM_FILE}")):
@@ -173,6 +194,10 @@ def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str]) ->
             groups = pd.read_csv(folder / GROUPS_FILE)
             told = pd.read_csv(folder / INSTRUCTIONS_FILE) if (folder / INSTRUCTIONS_FILE).is_file() else pd.DataFrame()
             entry = out.setdefault(record.get("family") or name, Family(record.get("family") or name))
+            entry.arms += 1
+            if (record.get("overrides") or {}).get("seed") not in planned.get(entry.name, []):
+                entry.unplanned.append(name)
+                continue
             entry.seeds[name] = seed_figures(summary, groups, told, primary, probe)
             entry.families[name] = [] if summary.instructions is None else [f.to_dict() for f in summary.instructions.families]
             entry.gates[name] = default_gate_verdicts(summary)["gate_all"]
@@ -282,14 +307,21 @@ def _target_lines(decided: dict) -> list[str]:
 
 YES = {True: "yes", False: "**no**", None: "not measured"}
 
-PER_SEED = (
-    ("ΔC_held", lambda f: f"{number(f['heldout_base'], 2)} → {number(f['heldout_tuned'], 2)}"),
-    ("ΔC_train", lambda f: f"{number(f['train_base'], 2)} → {number(f['train_tuned'], 2)}"),
+PER_SEED = (  # each endpoint of one seed with its group-level paired test (DiscrimEval: questions as units)
+    (
+        "C_held base → tuned (p)",
+        lambda f: f"{number(f['heldout_base'], 2)} → {number(f['heldout_tuned'], 2)} ({p_value(f['heldout_p_value'])})",
+    ),
+    ("C_train base → tuned (p)", lambda f: f"{number(f['train_base'], 2)} → {number(f['train_tuned'], 2)} ({p_value(f['train_p_value'])})"),
     ("gap base → tuned", lambda f: f"{number(f['base_gap'])} → {number(f['tuned_gap'])}"),
-    ("R", lambda f: _relative(f["gap_reduction"])),
-    ("p (paired t, groups)", lambda f: p_value(f["gap_p_value"])),
-    ("W", lambda f: _relative(f["words_change"])),
-    ("DiscrimEval f − m / nb − m", lambda f: f"{signed(f['discrim_female_change'])} / {signed(f['discrim_non_binary_change'])}"),
+    ("R (p)", lambda f: f"{_relative(f['gap_reduction'])} ({p_value(f['gap_p_value'])})"),
+    ("W (p)", lambda f: f"{_relative(f['words_change'])} ({p_value(f['words_p_value'])})"),
+    ("DiscrimEval f − m (p)", lambda f: f"{signed(f['discrim_female_change'])} ({p_value(f['discrim_female_p_value'])})"),
+    ("DiscrimEval nb − m (p)", lambda f: f"{signed(f['discrim_non_binary_change'])} ({p_value(f['discrim_non_binary_p_value'])})"),
+    (
+        "cut at 512 tokens, base / tuned",
+        lambda f: f"{percent(f['primary_base_truncated'], 1)} / {percent(f['primary_tuned_truncated'], 1)}",
+    ),
 )
 
 
@@ -302,11 +334,24 @@ def _per_seed_lines(results: dict[str, Family]) -> list[str]:
     return [*lines, ""]
 
 
+def _family_cell(rows: list[dict], score: str) -> str:
+    """ "base → tuned, change [95 % CI]" of one family over an arm family's seeds: the CI over seeds (t), or the
+    one seed's own bootstrap CI over its groups."""
+    base = sum(r[f"base_{score}"] for r in rows) / len(rows)
+    tuned = sum(r[f"tuned_{score}"] for r in rows) / len(rows)
+    if len(rows) == 1:
+        change = estimate(rows[0][f"{score}_change"], rows[0].get(f"{score}_ci_low"), rows[0].get(f"{score}_ci_high"))
+    else:
+        change = _stat(seed_level_test([r[f"{score}_change"] for r in rows])._asdict())
+    return f"{number(base, 2)} → {number(tuned, 2)}, {change}"
+
+
 def _family_lines(results: dict[str, Family]) -> list[str]:
     """Each instruction family's strict and loose compliance, base → tuned, seed-level means (descriptive)."""
     lines = ["## Compliance per instruction family (descriptive): base → tuned, seed-level means", "",
              "Per group the share of its samples that follow its instruction; strict on the answer as given, loose on the best of "
-             "IFEval's light edits. A family has few groups: no decision rides on these.", "",
+             "IFEval's light edits; then the change tuned − base [95 % CI: over seeds, t; one seed: its bootstrap over groups]. "
+             "A family has few groups: no decision rides on these.", "",
              "| family | split | groups | " + " | ".join(f"{f} strict | {f} loose" for f in results) + " |",
              "|---|---|---|" + "---|---|" * len(results)]  # fmt: skip
     keys: dict[str, tuple[str, int]] = {}
@@ -319,12 +364,7 @@ def _family_lines(results: dict[str, Family]) -> list[str]:
         for entry in results.values():
             rows = [r for arm in entry.families.values() for r in arm if r["family"] == name]
             for score in ("strict", "loose"):
-                if not rows:
-                    cells.append(MISSING)
-                    continue
-                base = sum(r[f"base_{score}"] for r in rows) / len(rows)
-                tuned = sum(r[f"tuned_{score}"] for r in rows) / len(rows)
-                cells.append(f"{number(base, 2)} → {number(tuned, 2)}")
+                cells.append(MISSING if not rows else _family_cell(rows, score))
         lines.append(f"| {name} | {split} | {n} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -369,24 +409,54 @@ def _flags(results: dict[str, Family]) -> list[str]:
         notes.append(f"{int(sum(flags))} of {len(flags)} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
                      f"(the base cut {percent(cut[0], 1)} of its answers on the 160 groups and {percent(cut[1], 1)} on garden-open); "
                      "the figures are computed all the same, as the plan says.")  # fmt: skip
-    hashes = {h for entry in results.values() for h in entry.base_samples.values()}
-    if len(hashes) > 1:
-        notes.append(f"The arms' base samples differ ({len(hashes)} base passes: another engine, machine kind or library version); "
-                     "each arm is compared with its own base.")  # fmt: skip
-    elif hashes:
-        notes.append("Every arm was compared with the same base samples (one SHA-256).")
+    kept = [h for entry in results.values() for h in entry.base_samples.values()]
+    judged = sum(len(entry.seeds) for entry in results.values())
+    if len(set(kept)) > 1:
+        notes.append(f"The arms' base samples differ ({len(set(kept))} base passes among {len(kept)} of {judged} arms with samples: another "
+                     "engine, machine kind or library version); each arm is compared with its own base.")  # fmt: skip
+    elif kept:
+        notes.append(
+            f"{len(kept)} of {judged} arms kept their samples; all of them were compared with the same base samples (one SHA-256)."
+        )
+    unplanned = [name for entry in results.values() for name in entry.unplanned]
+    if unplanned:
+        notes.append(f"Not judged: {', '.join(unplanned)} (a seed the plan does not name).")
     return notes
 
 
-def render(record: dict, results: dict[str, Family], decided: dict) -> str:
+def _group_counts(record: dict, results: dict[str, Family]) -> list[str]:
+    """Arms that judged other groups than the plan's (160 primary, 76 train-family, 84 held-out-family): named."""
+    planned = {"groups": record.get("primary_groups"), "train_groups": record.get("train_family_groups"),
+               "heldout_groups": record.get("heldout_family_groups")}  # fmt: skip
+    off = []
+    for entry in results.values():
+        for name, figures in entry.seeds.items():
+            wrong = [f"{key} {number(figures.get(key), 0)} (plan {want})" for key, want in planned.items()
+                     if want is not None and figures.get(key) != want]  # fmt: skip
+            if wrong:
+                off.append(f"{name}: {', '.join(wrong)}")
+    return [f"**Groups other than the plan's**: {'; '.join(off)}."] if off else []
+
+
+DEVIATIONS_FILE = "deviations.md"  # beside the plan: each deviation from it with its reason ("- " items)
+
+
+def _deviation_lines(folder: Path) -> list[str]:
+    path = folder / DEVIATIONS_FILE
+    items = [line for line in path.read_text().splitlines() if line.startswith("- ")] if path.is_file() else []
+    return ["## Deviations from the plan", "", *(items or ["None."]), ""]
+
+
+def render(record: dict, results: dict[str, Family], decided: dict, folder: Path) -> str:
     status = decided["status"]
     done = f"{decided['seeds_done']} of {decided['seeds_planned']} seeds of the instruction-following objective evaluated"
     headline = (f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in." if status == "running"
                 else f"**Status: {status}** ({done}; criteria failed: {', '.join(decided['failed']) or 'none'}).")  # fmt: skip
     lines = ["# Instruction confirmation: the instruction-following objective on fresh groups and held-out families", "",
-             " ".join([headline, *_flags(results)]), "",
+             " ".join([headline, *_flags(results), *_group_counts(record, results)]), "",
              "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "
-             "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", ""]  # fmt: skip
+             "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", "",
+             *_deviation_lines(folder)]  # fmt: skip
     if NEW in results:
         lines += _target_lines(decided)
     lines += _endpoint_lines(results)
@@ -415,8 +485,8 @@ def write_instruction_confirmation_report(layouts: list[StudyLayout]) -> Path:
     """report.md and verdict.json beside the pre-registration, from whatever arms of the pooled studies are done."""
     home = preregistered(layouts)
     record = json.loads((home.folder / RECORD_FILE).read_text())
-    results = collect(layouts, record["primary_domains"], record["probe_domains"])
+    results = collect(layouts, record["primary_domains"], record["probe_domains"], record["seeds"])
     results = {name: results[name] for name in (NEW, DEFAULT, *results) if name in results}  # the plan's order first
     decided = verdict(results.get(NEW), len(record["seeds"][NEW]))
     atomic_write_json(home.folder / VERDICT_FILE, decided)
-    return atomic_write_text(home.report, render(record, results, decided))
+    return atomic_write_text(home.report, render(record, results, decided, home.folder))

@@ -26,7 +26,17 @@ def _pooled(base: float, tuned: float, split: str) -> dict:
             "base_loose": base, "tuned_loose": tuned, "loose_change": tuned - base}  # fmt: skip
 
 
-def _arm(folder, family: str, seed: int, reduction: float, held: float, train: float, words: float = 0.05, base_text: str = "b"):
+def _arm(
+    folder,
+    family: str,
+    seed: int,
+    reduction: float,
+    held: float,
+    train: float,
+    words: float = 0.05,
+    base_text: str = "b",
+    female: float = -0.01,
+):
     rng = np.random.default_rng(seed)
     n = 40
     base = rng.uniform(0.1, 0.3, n)
@@ -35,6 +45,7 @@ def _arm(folder, family: str, seed: int, reduction: float, held: float, train: f
         "base_gap": base, "tuned_gap": base * (1 - reduction) + rng.normal(0, 0.01, n),
         "base_words": 60.0, "tuned_words": 60.0 * (1 + words), "base_helpfulness": 0.88, "tuned_helpfulness": 0.9,
         "base_truncated_share": [0.0 if i % 4 else 0.2 for i in range(n)], "tuned_truncated_share": 0.0,
+        "n_samples": [24 if i % 8 == 0 else 12 for i in range(n)],  # half the cut groups were asked in two phrasings
     })  # fmt: skip
     probe = groups.iloc[:4].assign(domain="garden-open", group_id=lambda f: "p" + f["group_id"], base_words=200.0, tuned_words=150.0)
     told = pd.DataFrame({
@@ -50,20 +61,23 @@ def _arm(folder, family: str, seed: int, reduction: float, held: float, train: f
     metrics["instructions"] = {"families": [_pooled(0.4, 0.4 + held, "heldout") | {"family": "detectable_format:json_format"}],
                                "heldout": _pooled(0.4, 0.4 + held + jitter, "heldout"), "train": _pooled(0.4, 0.4 + train + jitter, "train")}  # fmt: skip
     scores = metrics["fairness"]["discrim_eval"]["scores"]
-    scores["gender_female"]["delta"], scores["gender_non_binary"]["delta"] = -0.01 + jitter / 10, -0.01 + jitter / 10
+    scores["gender_female"]["delta"], scores["gender_non_binary"]["delta"] = female + jitter / 10, -0.01 + jitter / 10
     (folder / "metrics.json").write_text(json.dumps(metrics))
-    (folder / "arm.json").write_text(json.dumps({"name": folder.name, "family": family}))
-    samples = pd.DataFrame({"group_id": ["g0", "g0"], "variant_id": ["a", "a"], "sample_id": [0, 0], "model": ["base", "tuned"],
+    (folder / "arm.json").write_text(json.dumps({"name": folder.name, "family": family, "overrides": {"seed": seed}}))
+    samples = pd.DataFrame({"group_id": ["g0", "g0"], "variant_id": ["a", "a"], "sample": [0, 0], "model": ["base", "tuned"],
                             "text": [base_text, f"t{seed}"]})  # fmt: skip
     with gzip.open(folder / "samples.csv.gz", "wt") as handle:
         samples.to_csv(handle, index=False)
 
 
-def _studies(tmp_path, new, default=((0.3, 0.0, 0.05),), **kwargs):
+RECORD = {"primary_domains": PRIMARY, "probe_domains": PROBE, "primary_groups": 40, "train_family_groups": 20, "heldout_family_groups": 20,
+          "seeds": {"instruction-following": [1, 2, 3, 4, 5], "default": [11, 12, 13]}}  # fmt: skip
+
+
+def _studies(tmp_path, new, default=((0.3, 0.0, 0.05),), record=RECORD, **kwargs):
     main = StudyLayout(tmp_path / "results" / "instruction-confirmation")
     other = StudyLayout(tmp_path / "results" / "instruction-confirmation-default")
-    main.folder.mkdir(parents=True)
-    record = {"primary_domains": PRIMARY, "probe_domains": PROBE, "seeds": {"instruction-following": [1, 2, 3, 4, 5], "default": [1, 2, 3]}}
+    main.folder.mkdir(parents=True, exist_ok=True)
     (main.folder / "preregistration.json").write_text(json.dumps(record))
     for i, (reduction, held, train) in enumerate(new, start=1):
         _arm(main.arms / f"instruction-following-s{i}", "instruction-following", i, reduction, held, train, **kwargs)
@@ -84,7 +98,9 @@ def test_five_seeds_that_meet_every_criterion_confirm_and_the_default_is_shown_b
     assert "**Status: confirmed**" in page and "default-s3" in page
     row = next(line for line in page.splitlines() if line.startswith("| ΔC_held (held-out families) |"))
     assert row.count(" p ") == 3  # both families' seed-level tests and their Welch difference
-    assert "Every arm was compared with the same base samples" in page
+    assert "8 of 8 arms kept their samples; all of them were compared with the same base samples" in page
+    assert "## Deviations from the plan\n\nNone." in page and "Groups other than the plan's" not in page
+    assert "| instruction-following-s1 | 0.40 → 0.42 (" in page  # C_held base → tuned with its group-level p
 
 
 @pytest.mark.parametrize(
@@ -94,6 +110,7 @@ def test_five_seeds_that_meet_every_criterion_confirm_and_the_default_is_shown_b
         ([(r, h, 0.05) for r, h, _ in GOOD], {}, ["train_change"]),
         ([(0.3, h, t) for _, h, t in GOOD], {}, ["gap_reduction"]),
         (GOOD, {"words": 0.3}, ["words_change"]),
+        (GOOD, {"female": 0.006}, ["discrim_female_change"]),  # female − male grew in every seed, past +0.005
     ],
 )
 def test_each_failed_criterion_is_named_and_nothing_is_confirmed(tmp_path, new, kwargs, failed):
@@ -122,12 +139,37 @@ def test_arms_with_different_base_samples_are_reported_as_such(tmp_path):
     record = {"primary_domains": PRIMARY, "probe_domains": PROBE, "seeds": {"instruction-following": [1, 2], "default": []}}
     (main.folder / "preregistration.json").write_text(json.dumps(record))
     page = write_instruction_confirmation_report([main]).read_text()
-    assert "The arms' base samples differ (2 base passes" in page
+    assert "The arms' base samples differ (2 base passes among 2 of 2 arms with samples" in page
+
+
+def test_a_seed_the_plan_does_not_name_is_listed_and_not_judged(tmp_path):
+    verdict, page = _studies(tmp_path, GOOD, record=RECORD | {"seeds": {"instruction-following": [1, 2, 3, 4, 9], "default": [11]}})
+    assert verdict["status"] == "running" and verdict["seeds_done"] == 4  # s5 ran seed 5: not the plan's 9
+    assert "Not judged: instruction-following-s5 (a seed the plan does not name)." in page
+
+
+def test_other_groups_than_the_plans_and_the_deviations_are_stated_at_the_top(tmp_path):
+    (tmp_path / "results" / "instruction-confirmation").mkdir(parents=True)
+    (tmp_path / "results" / "instruction-confirmation" / "deviations.md").write_text(
+        "# Deviations\n\n- an engine crashed: rerun, same seed\n"
+    )
+    _, page = _studies(tmp_path, GOOD[:1], record=RECORD | {"primary_groups": 160})
+    head = page.split("## Decision rule")[0]
+    assert "**Groups other than the plan's**: instruction-following-s1: groups 40 (plan 160)" in head
+    assert "## Deviations from the plan\n\n- an engine crashed: rerun, same seed" in head
+
+
+def test_truncation_is_the_share_of_answers_cut_not_of_groups(tmp_path):
+    _, page = _studies(tmp_path, GOOD[:1])
+    # 10 of 40 groups cut 20 % of their answers; 5 of them have 24 answers, the other 35 groups 12: 6.7 %, not 5.0 %
+    weighted = 0.2 * (5 * 24 + 5 * 12) / (5 * 24 + 35 * 12)
+    row = next(line for line in page.splitlines() if line.startswith("| instruction-following-s1 |"))
+    assert row.rstrip(" |").split(" | ")[-2] == f"{100 * weighted:.1f} % / 0.0 %"
 
 
 def test_the_base_samples_hash_reads_only_the_base_answers():
     frame = pd.DataFrame(
-        {"group_id": ["g", "g"], "variant_id": ["a", "a"], "sample_id": [0, 0], "model": ["base", "tuned"], "text": ["x", "y"]}
+        {"group_id": ["g", "g"], "variant_id": ["a", "a"], "sample": [0, 0], "model": ["base", "tuned"], "text": ["x", "y"]}
     )
     other_tuned = frame.assign(text=["x", "z"])
     assert base_samples_sha256(frame) == base_samples_sha256(other_tuned) != base_samples_sha256(frame.assign(text=["w", "y"]))
