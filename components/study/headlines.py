@@ -154,6 +154,32 @@ def _targets_held(targets: dict) -> str:
     return f"; every secondary target held ({', '.join(shown)})"
 
 
+def instruction_following(root: Path) -> Headline:
+    """The instruction-following objective (IFEval's families as a reward): each calibration arm's change of strict
+    compliance with the train families and the rule's verdict (`instruction_calibration_report.judge`), and so
+    whether the pre-registered instruction confirmation runs."""
+    from components.contracts.summary import read_summary
+    from components.study.instruction_calibration_report import judge
+
+    folder = root / RESULTS / "instruction-calibration"
+    cells, passing = [], []
+    for record_file in sorted((folder / "arms").glob("*/arm.json")):
+        record = json.loads(record_file.read_text())
+        judged = judge(read_summary(record_file.parent / "metrics.json"))
+        weight = record["overrides"]["reward"]["weights"]["instruction_following"]
+        change = judged["criteria"]["train_compliance_change"]["value"]
+        cells.append(f"{typographic(signed(change))} at weight {weight:g}")
+        if judged["passes"]:
+            passing.append(record["name"])
+    what = f"instruction following (IFEval's train families on train groups, {len(cells)} settings, 1 seed each)"
+    if passing:
+        text = f"{what}: {', '.join(passing)} passed the calibration's rule, so the pre-registered instruction confirmation runs"
+    else:
+        text = (f"{what}: strict compliance {', '.join(cells)} (+0.10 needed); no setting passed the calibration's rule, so the "
+                "pre-registered instruction confirmation was not run and the default objective stays")  # fmt: skip
+    return Headline(EXPLORATORY, text, "results/instruction-calibration/report.md")
+
+
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------
 
 
@@ -330,6 +356,7 @@ HEADLINES: dict[str, Callable[[Path], Headline]] = {
     "consistency": consistency,
     "compliance-parity": compliance_parity,
     "confirmation": confirmation,
+    "instruction-following": instruction_following,
     "gapo": gapo,
     "seed": seed,
     "fairness": fairness,

@@ -199,3 +199,27 @@ def test_the_quick_start_time_is_read_from_the_committed_log_of_one_make_run(tmp
     log.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(ValueError, match="make_run.txt: no line matches"):
         timing_sentence(tmp_path)
+
+
+def _calibration_arm(root: Path, name: str, weight: float, compliance_change: float, gap_reduction: float) -> None:
+    metrics = json.loads((ROOT / "results/instruction-calibration/arms/following-0.6/metrics.json").read_text())
+    metrics["instructions"]["train"]["strict_change"] = compliance_change
+    metrics["consistency"]["relative_gap_reduction"] = gap_reduction
+    folder = root / "results" / "instruction-calibration" / "arms" / name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "arm.json").write_text(json.dumps({"name": name, "overrides": {"reward": {"weights": {"instruction_following": weight}}}}))
+
+
+def test_the_instruction_following_line_gives_each_setting_and_whether_the_confirmation_runs(tmp_path):
+    _calibration_arm(tmp_path, "a", 0.6, -0.016, 0.353)
+    _calibration_arm(tmp_path, "b", 1.5, 0.12, 0.30)  # compliance enough, gap not
+    line = headlines.instruction_following(tmp_path)
+    assert line.label == "exploratory" and line.link == "results/instruction-calibration/report.md"
+    assert "strict compliance −0.016 at weight 0.6, +0.120 at weight 1.5 (+0.10 needed)" in line.text
+    assert "was not run and the default objective stays" in line.text
+    _calibration_arm(tmp_path, "c", 1.0, 0.12, 0.40)
+    assert (
+        "c passed the calibration's rule, so the pre-registered instruction confirmation runs"
+        in headlines.instruction_following(tmp_path).text
+    )
