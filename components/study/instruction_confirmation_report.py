@@ -77,7 +77,7 @@ def _mean(frame: pd.DataFrame, column: str) -> float | None:
     return None if frame.empty else float(frame[column].astype(float).mean())
 
 
-def _share(frame: pd.DataFrame, column: str) -> float | None:
+def _answer_share(frame: pd.DataFrame, column: str) -> float | None:
     """A per-group share as the share of all the frame's answers (groups weighted by `n_samples`, as the
     evaluator's 5 % rule counts them)."""
     if frame.empty:
@@ -158,8 +158,8 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
     for part, domains in (("primary", primary), ("probe", probe)):
         rows = groups[groups["domain"].isin(domains)]
         figures[f"{part}_base_truncated"], figures[f"{part}_tuned_truncated"] = (
-            _share(rows, "base_truncated_share"),
-            _share(rows, "tuned_truncated_share"),
+            _answer_share(rows, "base_truncated_share"),
+            _answer_share(rows, "tuned_truncated_share"),
         )
     for domain in primary:
         rows = main[main["domain"] == domain]
