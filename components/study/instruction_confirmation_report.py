@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
-from components.contracts.summary import EvaluationSummary
+from components.contracts.summary import EvaluationSummary, FamilyCompliance
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
 from components.evaluation.statistics import paired_test
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
@@ -115,6 +115,25 @@ def base_samples_sha256(samples: pd.DataFrame) -> str:
     return hashlib.sha256(base[["group_id", "variant_id", "sample", "text"]].to_csv(index=False).encode()).hexdigest()
 
 
+POOLED = ("change", "p_value", "groups", "base", "tuned", "loose_change")
+
+
+def _pooled(name: str, pooled: FamilyCompliance | None) -> dict[str, float | None]:
+    """The strict compliance of the held-out or the train families pooled (metrics.json `instructions`), as the
+    seed's figures `<name>_change`, `_p_value`, `_groups`, `_base`, `_tuned` and `_loose_change`."""
+    if pooled is None:
+        return {f"{name}_{key}": None for key in POOLED}
+    values = (
+        pooled.strict_change,
+        pooled.strict_p_value,
+        float(pooled.n_groups),
+        pooled.base_strict,
+        pooled.tuned_strict,
+        pooled.loose_change,
+    )
+    return {f"{name}_{key}": value for key, value in zip(POOLED, values, strict=True)}
+
+
 def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.DataFrame, primary: list[str], probe: list[str]) -> dict:
     """Every per-seed figure of the plan from one arm's metrics.json, per-group tables."""
     main = groups[groups["domain"].isin(primary)]
@@ -128,18 +147,8 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
         "tuned_gap": tuned_gap,
         "gap_reduction": None if not base_gap or tuned_gap is None else 1 - tuned_gap / base_gap,
         "gap_p_value": paired_test(main["base_gap"].astype(float), main["tuned_gap"].astype(float)).p_value if len(main) > 1 else None,
-        "heldout_change": None if held is None else held.strict_change,
-        "heldout_p_value": None if held is None else held.strict_p_value,
-        "heldout_groups": None if held is None else float(held.n_groups),
-        "heldout_base": None if held is None else held.base_strict,
-        "heldout_tuned": None if held is None else held.tuned_strict,
-        "heldout_loose_change": None if held is None else held.loose_change,
-        "train_change": None if train is None else train.strict_change,
-        "train_p_value": None if train is None else train.strict_p_value,
-        "train_groups": None if train is None else float(train.n_groups),
-        "train_base": None if train is None else train.base_strict,
-        "train_tuned": None if train is None else train.tuned_strict,
-        "train_loose_change": None if train is None else train.loose_change,
+        **_pooled("heldout", held),
+        **_pooled("train", train),
         "words_change": _ratio_change(main, "words"),
         "words_p_value": paired_test(main["base_words"].astype(float), main["tuned_words"].astype(float)).p_value
         if len(main) > 1
