@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
@@ -176,15 +177,26 @@ def collect(study: StudyLayout, arms: dict[str, str], primary: list[str]) -> dic
     return out
 
 
-def _values(entry: ArmSeeds, figure: str) -> list[float]:
-    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+class Seeded(Protocol):
+    """An arm family's finished seeds: arm name -> its figures (this report's `ArmSeeds`, and others')."""
+
+    seeds: dict[str, dict[str, float | None]]
 
 
-def seed_level(entry: ArmSeeds, figure: str) -> dict:
-    values = _values(entry, figure)
+def seed_values(entry: Seeded | None, figure: str) -> list[float]:
+    """One figure of every finished seed that has it."""
+    return [] if entry is None else [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
+
+
+def seed_level(entry: Seeded | None, figure: str) -> dict:
+    """The seed-level mean of one figure with its t-based CI and one-sample p (`seed_level_test`); None's without a seed."""
+    values = seed_values(entry, figure)
     if not values:
         return {"mean": None, "ci_low": None, "ci_high": None, "p_value": None, "n": 0}
     return seed_level_test(values)._asdict()
+
+
+HOLDS = {True: "yes", False: "**no**", None: "not measured"}  # a target's verdict as every report writes it
 
 
 def holds(target: Target, stat: dict) -> bool | None:
@@ -254,7 +266,7 @@ def _seeds(entry: ArmSeeds) -> str:
 def truncation_flag(results: dict[str, ArmSeeds]) -> dict | None:
     """How many arms the evaluator flagged INVALID by the truncation rule, and the recipe's base shares cut
     on the primary groups and the probes (seed-level means); None when no arm records it."""
-    flags = [v for entry in results.values() for v in _values(entry, "invalid")]
+    flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
     if not flags:
         return None
     recipe = results.get(RECIPE) or next(iter(results.values()))
@@ -299,7 +311,7 @@ def _truncation_lines(results: dict[str, ArmSeeds]) -> list[str]:
 
 def _count(entry: ArmSeeds, figure: str) -> str:
     """ "k of n seeds" where a per-seed 0/1 figure is 1."""
-    values = _values(entry, figure)
+    values = seed_values(entry, figure)
     return MISSING if not values else f"{int(sum(values))} of {len(values)}"
 
 
@@ -314,7 +326,7 @@ def _diagnosis_lines(results: dict[str, ArmSeeds]) -> list[str]:
             _count(entry, "residue_significant"),
         ]
         for family, entry in results.items()
-        if _values(entry, "mostly_spread")
+        if seed_values(entry, "mostly_spread")
     }
     return _arm_table("What the gap's change is made of (descriptive): the evaluator's diagnosis, seed-level means",
                       "Each arm's evaluator splits the gap |H(woman) − H(man)| into spread (the noise floor: the gap that "
@@ -327,7 +339,7 @@ def _diagnosis_lines(results: dict[str, ArmSeeds]) -> list[str]:
 
 def _difference(a: ArmSeeds, b: ArmSeeds, figure: str) -> str:
     """mean_a − mean_b over seeds [Welch 95 % CI], p."""
-    x, y = _values(a, figure), _values(b, figure)
+    x, y = seed_values(a, figure), seed_values(b, figure)
     if not x or not y:
         return MISSING
     test = welch_test(x, y)
@@ -399,7 +411,7 @@ def render(record: dict, results: dict[str, ArmSeeds], decided: dict) -> str:
         ]
         for t in TARGETS:
             stat = decided["targets"][t.name]
-            holds = {True: "yes", False: "**no**", None: "not measured"}[stat["holds"]]
+            holds = HOLDS[stat["holds"]]
             bound = f"{'≤' if t.at_most else '≥'} {t.bound:+g}"
             lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {_estimate(stat)} | {holds} |")
         lines.append("")

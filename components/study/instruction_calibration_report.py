@@ -28,7 +28,7 @@ from components.contracts.atomic import atomic_write_text
 from components.contracts.summary import SUMMARY_FILE, EvaluationSummary, FamilyCompliance, read_summary
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
 from components.release.gate import evaluate_gates
-from components.study.confirmation_report import Target, holds
+from components.study.confirmation_report import HOLDS, Target, holds
 from components.study.layout import StudyLayout, has_finished
 
 FAIRNESS_GATE = "fairness"
@@ -87,25 +87,22 @@ def _bound(criterion: Target) -> str:
     return f"{'≤' if criterion.at_most else '≥'} {shown}"
 
 
-YES = {True: "yes", False: "**no**", None: "not measured"}
-
-
 def rule_lines(summaries: dict[str, EvaluationSummary]) -> list[str]:
     """The rule's table: one row per arm, each criterion's value and whether it holds, and the verdict."""
     header = [c.label + f" ({_bound(c)})" for c in CRITERIA] + [
         "DiscrimEval: largest growth of a gated score's size, logit (the fairness gate, ≤ +0.01)",
         "passes",
     ]
-    passing = [name for name, summary in summaries.items() if judge(summary)["passes"]]
+    verdicts = {name: judge(summary) for name, summary in summaries.items()}  # every gate evaluated once an arm
+    passing = [name for name, judged in verdicts.items() if judged["passes"]]
     status = f"passes: {', '.join(passing)}" if passing else f"no arm passes ({len(summaries)} evaluated)"
     lines = [f"**Exploratory** (one seed a setting, train groups partly seen in training): it chooses a recipe and confirms nothing; {status}.", "",
              "## The calibration's rule (plan.md), per arm", "",
              "Each cell: the arm's value, and whether it keeps the plan's bound. An arm passes when all five hold.", "",
              "| arm | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]  # fmt: skip
-    for name, summary in summaries.items():
-        judged = judge(summary)
-        cells = [f"{_show(c, judged['criteria'][c.name]['value'])}: {YES[judged['criteria'][c.name]['holds']]}" for c in CRITERIA]
-        cells.append(f"{signed(judged['fairness']['value'])}: {YES[judged['fairness']['holds']]}")
+    for name, judged in verdicts.items():
+        cells = [f"{_show(c, judged['criteria'][c.name]['value'])}: {HOLDS[judged['criteria'][c.name]['holds']]}" for c in CRITERIA]
+        cells.append(f"{signed(judged['fairness']['value'])}: {HOLDS[judged['fairness']['holds']]}")
         cells.append("**passes**" if judged["passes"] else "fails: " + ", ".join(judged["failed"]))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return [*lines, ""]

@@ -30,11 +30,11 @@ from pathlib import Path
 import pandas as pd
 
 from components.contracts.atomic import atomic_write_json, atomic_write_text
-from components.contracts.summary import EvaluationSummary, FamilyCompliance
+from components.contracts.summary import SUMMARY_FILE, EvaluationSummary, FamilyCompliance, read_summary
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
 from components.evaluation.statistics import paired_test
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
-from components.study.confirmation_report import Target, holds
+from components.study.confirmation_report import HOLDS, Target, holds, seed_level, seed_values
 from components.study.layout import ARM_FILE, StudyLayout, has_finished
 from components.study.report import default_gate_verdicts
 
@@ -70,7 +70,6 @@ class Family:
     gates: dict[str, str] = field(default_factory=dict)
     base_samples: dict[str, str] = field(default_factory=dict)  # arm -> SHA-256 of its base samples
     unplanned: list[str] = field(default_factory=list)  # finished arms whose seed the plan does not name (not judged)
-    arms: int = 0  # finished arms read
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float | None:
@@ -182,9 +181,9 @@ def seed_figures(summary: EvaluationSummary, groups: pd.DataFrame, told: pd.Data
     if not told.empty:  # sensitivity: the groups none of whose base answers the token limit cut
         uncut = told.merge(groups[["group_id", "base_truncated_share"]], on="group_id")
         uncut = uncut[uncut["base_truncated_share"] == 0]
-        for split, name in (("heldout", "heldout"), ("train", "train")):
+        for split in ("heldout", "train"):
             c = _compliance(uncut, split)
-            figures[f"{name}_uncut_change"], figures[f"{name}_uncut_groups"] = c["change"], c["groups"]
+            figures[f"{split}_uncut_change"], figures[f"{split}_uncut_groups"] = c["change"], c["groups"]
     return figures
 
 
@@ -199,11 +198,10 @@ def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str], pl
                 continue
             record = json.loads(record_file.read_text())
             name = folder.name
-            summary = EvaluationSummary.from_dict(json.loads((folder / "metrics.json").read_text()), source=str(folder / "metrics.json"))
+            summary = read_summary(folder / SUMMARY_FILE)
             groups = pd.read_csv(folder / GROUPS_FILE)
             told = pd.read_csv(folder / INSTRUCTIONS_FILE) if (folder / INSTRUCTIONS_FILE).is_file() else pd.DataFrame()
             entry = out.setdefault(record.get("family") or name, Family(record.get("family") or name))
-            entry.arms += 1
             if (record.get("overrides") or {}).get("seed") not in planned.get(entry.name, []):
                 entry.unplanned.append(name)
                 continue
@@ -216,17 +214,6 @@ def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str], pl
                 with gzip.open(folder / SAMPLES_FILE, "rt") as handle:
                     entry.base_samples[name] = base_samples_sha256(pd.read_csv(handle))
     return out
-
-
-def _values(entry: Family, figure: str) -> list[float]:
-    return [v[figure] for v in entry.seeds.values() if v.get(figure) is not None]
-
-
-def seed_level(entry: Family | None, figure: str) -> dict:
-    values = [] if entry is None else _values(entry, figure)
-    if not values:
-        return {"mean": None, "ci_low": None, "ci_high": None, "p_value": None, "n": 0}
-    return seed_level_test(values)._asdict()
 
 
 def verdict(entry: Family | None, planned: int) -> dict:
@@ -274,7 +261,7 @@ ENDPOINTS = (
 
 
 def _difference(a: Family | None, b: Family | None, figure: str, show) -> str:
-    x, y = ([] if a is None else _values(a, figure)), ([] if b is None else _values(b, figure))
+    x, y = seed_values(a, figure), seed_values(b, figure)
     if len(x) < 2 or len(y) < 2:
         return MISSING
     test = welch_test(x, y)
@@ -306,15 +293,13 @@ def _target_lines(decided: dict) -> list[str]:
         stat = decided["targets"][t.name]
         shown = _stat(stat, _relative) if t.name == "words_change" else _stat(stat)
         bound = f"{'≤' if t.at_most else '≥'} {percent(t.bound, signed=True) if t.name == 'words_change' else f'{t.bound:+g}'}"
-        lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {shown} | {YES[stat['holds']]} |")
+        lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {shown} | {HOLDS[stat['holds']]} |")
     mixed = decided["mixed_model"]
     if mixed.get("usable"):
         lines += ["", f"Supporting mixed model of d = tuned − base gap (seed random, group crossed): "
                       f"{estimate(mixed['estimate'], mixed['ci_low'], mixed['ci_high'])}, p {p_value(mixed['p_value'])}."]  # fmt: skip
     return [*lines, ""]
 
-
-YES = {True: "yes", False: "**no**", None: "not measured"}
 
 PER_SEED = (  # each endpoint of one seed with its group-level paired test (DiscrimEval: questions as units)
     (
@@ -411,7 +396,7 @@ def _descriptive_lines(results: dict[str, Family], primary: list[str]) -> list[s
 def _flags(results: dict[str, Family]) -> list[str]:
     """The truncation flag and whether every arm compared with the same base samples."""
     notes = []
-    flags = [v for entry in results.values() for v in _values(entry, "invalid")]
+    flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
     if flags and sum(flags):
         new = results.get(NEW) or next(iter(results.values()))
         cut = seed_level(new, "primary_base_truncated")["mean"], seed_level(new, "probe_base_truncated")["mean"]
