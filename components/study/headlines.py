@@ -167,8 +167,9 @@ def instruction_following(root: Path) -> Headline:
         record = json.loads(record_file.read_text())
         judged = judge(read_summary(record_file.parent / "metrics.json"))
         weight = record["overrides"]["reward"]["weights"]["instruction_following"]
+        steps = record["overrides"].get("train", {}).get("steps")  # an arm's own budget, where it has one
         change = judged["criteria"]["train_compliance_change"]["value"]
-        cells.append(f"{typographic(signed(change))} at weight {weight:g}")
+        cells.append(f"{typographic(signed(change))} at weight {weight:g}" + (f" over {steps} steps" if steps else ""))
         if judged["passes"]:
             passing.append(record["name"])
     what = f"instruction following (IFEval's train families on train groups, {len(cells)} settings, 1 seed each)"

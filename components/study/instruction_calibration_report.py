@@ -15,16 +15,19 @@ confirmation only when all five of the plan's criteria hold (each read from the 
    female − male and non-binary − male).
 
 One seed on groups partly seen in training: a screen that chooses a recipe, not evidence of a gain.
-The page is the consistency report (`reports.write_consistency_report`) with the rule's table and
-each family's compliance before it.
+The page is the consistency report (`reports.write_consistency_report`) with the rule's table, each
+family's compliance and the share of training rollouts that followed their instruction before it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from components.config import GateConfig
 from components.contracts.atomic import atomic_write_text
+from components.contracts.checkpoint import LOG_FILE
 from components.contracts.summary import SUMMARY_FILE, EvaluationSummary, FamilyCompliance, read_summary
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
 from components.release.gate import evaluate_gates
@@ -32,6 +35,8 @@ from components.study.confirmation_report import HOLDS, Target, holds
 from components.study.layout import StudyLayout, has_finished
 
 FAIRNESS_GATE = "fairness"
+FOLLOWING = "reward/instruction_following_mean"  # a step's share of free-text rollouts that followed (train_log.csv)
+BLOCK = 20  # steps a block of the training table: the studies' budget, so every arm's first block is comparable
 
 
 PERCENT = ("gap_reduction", "words_change")  # shown as percentages
@@ -133,15 +138,36 @@ def family_lines(summaries: dict[str, EvaluationSummary]) -> list[str]:
     return [*lines, ""]
 
 
+def training_lines(layout: StudyLayout, order: list[str]) -> list[str]:
+    """Descriptive: each arm's mean over its steps of the share of free-text rollouts that followed their
+    instruction (train_log.csv), per block of `BLOCK` steps. Every arm draws the same groups in the same
+    order (one seed), so blocks at one position are like for like; later blocks draw other groups and families."""
+    logs = {name: pd.read_csv(layout.arms / name / LOG_FILE) for name in order if (layout.arms / name / LOG_FILE).is_file()}
+    logs = {name: log for name, log in logs.items() if FOLLOWING in log}
+    if not logs:
+        return []
+    blocks = -(-max(len(log) for log in logs.values()) // BLOCK)
+    header = [f"steps {b * BLOCK + 1}–{(b + 1) * BLOCK}" for b in range(blocks)]
+    lines = ["## Following in training (descriptive)", "",
+             "Per step the share of its free-text rollouts that followed their group's instruction (IFEval's strict check, "
+             "the reward term), averaged over each block of steps. Arms share one seed, so they draw the same groups in the same "
+             "order: one block is like for like across arms; another block draws other groups and families.", "",
+             "| arm | " + " | ".join(header) + " |", "|---" * (blocks + 1) + "|"]  # fmt: skip
+    for name, log in logs.items():
+        means = [log[FOLLOWING].iloc[b * BLOCK : (b + 1) * BLOCK].mean() for b in range(blocks)]
+        lines.append(f"| {name} | " + " | ".join(number(m, 2) if pd.notna(m) else "" for m in means) + " |")
+    return [*lines, ""]
+
+
 def finished_summaries(layout: StudyLayout, order: list[str]) -> dict[str, EvaluationSummary]:
     """{arm: its metrics.json} for the finished arms, in the study's order."""
     return {name: read_summary(layout.arms / name / SUMMARY_FILE) for name in order if has_finished(layout.arms / name)}
 
 
 def add_rule(page: Path, layout: StudyLayout, order: list[str]) -> Path:
-    """The consistency report at `page` with the rule's table and the per-family compliance right
-    after its title."""
+    """The consistency report at `page` with the rule's table, the per-family compliance and the
+    following in training right after its title."""
     summaries = finished_summaries(layout, order)
     title, _, rest = page.read_text().partition("\n\n")
-    added = "\n".join([*rule_lines(summaries), *family_lines(summaries)])
+    added = "\n".join([*rule_lines(summaries), *family_lines(summaries), *training_lines(layout, list(summaries))])
     return atomic_write_text(page, f"{title}\n\n{added}\n{rest}")

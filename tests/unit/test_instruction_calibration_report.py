@@ -4,10 +4,11 @@ a committed confirmation arm's whole evaluation summary, given an `instructions`
 import copy
 import json
 
+import pandas as pd
 import pytest
 
 from components.contracts.summary import EvaluationSummary
-from components.study.instruction_calibration_report import CRITERIA, add_rule, judge
+from components.study.instruction_calibration_report import CRITERIA, FOLLOWING, add_rule, judge
 from components.study.layout import StudyLayout
 from tests.conftest import ROOT
 
@@ -90,3 +91,18 @@ def test_the_page_gets_the_rule_and_each_family_after_its_title(tmp_path):
     assert "**passes**" in rows[0] and "fails: words_change" in rows[1]
     assert all(c.label in page for c in CRITERIA)
     assert "| a | length_constraints:number_words | 12 | 0.30 → 0.50 |" in page
+
+
+def test_the_page_gives_each_arms_following_in_training_per_block_of_twenty_steps(tmp_path):
+    layout = StudyLayout(tmp_path / "results" / "instruction-calibration")
+    followed = {"short": [0.5] * 10 + [0.3] * 10, "long": [0.5] * 20 + [0.6] * 20 + [0.9] * 20}
+    for arm, shares in followed.items():
+        (layout.arms / arm).mkdir(parents=True)
+        (layout.arms / arm / "metrics.json").write_text(json.dumps(_metrics()))
+        (layout.arms / arm / "arm.json").write_text(json.dumps({"name": arm}))
+        pd.DataFrame({"reward_mean": 1.0, FOLLOWING: shares}).to_csv(layout.arms / arm / "train_log.csv", index=False)
+    layout.report.write_text("# Study\n\nintro\n")
+    page = add_rule(layout.report, layout, ["short", "long"]).read_text()
+    assert page.index("## Compliance per instruction family") < page.index("## Following in training") < page.index("intro")
+    assert "| arm | steps 1–20 | steps 21–40 | steps 41–60 |" in page
+    assert "| short | 0.40 |  |  |" in page and "| long | 0.50 | 0.60 | 0.90 |" in page

@@ -201,14 +201,17 @@ def test_the_quick_start_time_is_read_from_the_committed_log_of_one_make_run(tmp
         timing_sentence(tmp_path)
 
 
-def _calibration_arm(root: Path, name: str, weight: float, compliance_change: float, gap_reduction: float) -> None:
+def _calibration_arm(
+    root: Path, name: str, weight: float, compliance_change: float, gap_reduction: float, steps: int | None = None
+) -> None:
     metrics = json.loads((ROOT / "results/instruction-calibration/arms/following-0.6/metrics.json").read_text())
     metrics["instructions"]["train"]["strict_change"] = compliance_change
     metrics["consistency"]["relative_gap_reduction"] = gap_reduction
     folder = root / "results" / "instruction-calibration" / "arms" / name
     folder.mkdir(parents=True)
     (folder / "metrics.json").write_text(json.dumps(metrics))
-    (folder / "arm.json").write_text(json.dumps({"name": name, "overrides": {"reward": {"weights": {"instruction_following": weight}}}}))
+    overrides = {"reward": {"weights": {"instruction_following": weight}}, **({"train": {"steps": steps}} if steps else {})}
+    (folder / "arm.json").write_text(json.dumps({"name": name, "overrides": overrides}))
 
 
 def test_the_instruction_following_line_gives_each_setting_and_whether_the_confirmation_runs(tmp_path):
@@ -218,6 +221,10 @@ def test_the_instruction_following_line_gives_each_setting_and_whether_the_confi
     assert line.label == "exploratory" and line.link == "results/instruction-calibration/report.md"
     assert "strict compliance −0.016 at weight 0.6, +0.120 at weight 1.5 (+0.10 needed)" in line.text
     assert "was not run and the default objective stays" in line.text
+    _calibration_arm(tmp_path, "b2", 0.6, 0.02, 0.40, steps=60)  # an arm with a budget of its own says so
+    assert (
+        "−0.016 at weight 0.6, +0.120 at weight 1.5, +0.020 at weight 0.6 over 60 steps (" in headlines.instruction_following(tmp_path).text
+    )
     _calibration_arm(tmp_path, "c", 1.0, 0.12, 0.40)
     assert (
         "c passed the calibration's rule, so the pre-registered instruction confirmation runs"
