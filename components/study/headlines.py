@@ -172,12 +172,11 @@ def instruction_following(root: Path) -> Headline:
         cells.append(f"{typographic(signed(change))} at weight {weight:g}" + (f" over {steps} steps" if steps else ""))
         if judged["passes"]:
             passing.append(record["name"])
-    what = f"instruction following (IFEval's train families on train groups, {len(cells)} settings, 1 seed each)"
+    what = f"instruction following (IFEval's train families, train groups, {len(cells)} settings, 1 seed each): strict compliance {', '.join(cells)} (+0.10 needed)"
     if passing:
-        text = f"{what}: {', '.join(passing)} passed the calibration's rule, so the pre-registered instruction confirmation runs"
+        text = f"{what}; {', '.join(passing)} passed the calibration's rule: the recipe the pre-registered confirmation tests"
     else:
-        text = (f"{what}: strict compliance {', '.join(cells)} (+0.10 needed); no setting passed the calibration's rule, so the "
-                "pre-registered instruction confirmation was not run and the default objective stays")  # fmt: skip
+        text = f"{what}; no setting passed the calibration's rule, so the pre-registered instruction confirmation was not run and the default objective stays"
     return Headline(EXPLORATORY, text, "results/instruction-calibration/report.md")
 
 

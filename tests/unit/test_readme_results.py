@@ -227,6 +227,6 @@ def test_the_instruction_following_line_gives_each_setting_and_whether_the_confi
     )
     _calibration_arm(tmp_path, "c", 1.0, 0.12, 0.40)
     assert (
-        "c passed the calibration's rule, so the pre-registered instruction confirmation runs"
+        "+0.120 at weight 1 (+0.10 needed); c passed the calibration's rule: the recipe the pre-registered confirmation tests"
         in headlines.instruction_following(tmp_path).text
     )
