@@ -23,7 +23,6 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLLOWING = "reward/instruction_following_mean"
 
 
 def step_table(arm: Path, params_file: Path) -> pd.DataFrame:
@@ -31,6 +30,7 @@ def step_table(arm: Path, params_file: Path) -> pd.DataFrame:
     from components.data.selection import training_groups
     from components.grpo.trainer import group_schedule
     from components.study.domain import arm_params, load_study
+    from components.study.instruction_calibration_report import FOLLOWING
 
     params, study = load_study(params_file, arm.parent.parent.name)
     params = arm_params(params, study, arm.name)
