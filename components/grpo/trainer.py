@@ -7,6 +7,8 @@
                 to the LoRA-disabled reference (update.py, losses.py)
     state       every `save_every` steps an atomic resumable state (checkpoint.py); `resume=True`
                 continues from the newest one and ends with the same weights as an unbroken run
+    determinism PyTorch's ordered kernels throughout (determinism.py): two runs of one configuration
+                on one machine end with the same weights, bit for bit
 
 Distributed data parallel when launched by torchrun (distributed.py): each rank samples, rewards
 and scores its own whole groups; loss weights and logged statistics are global.
@@ -39,6 +41,7 @@ from components.grpo.advantages import advantage_stages, get_adv_est, uses_uncer
 from components.grpo.checkpoint import latest_train_state, load_train_state, rng_state, save_checkpoint, save_train_state
 from components.grpo.counterfactual import check_pairing_rewards, clp_update, pairing_term_loss
 from components.grpo.decisions import decision_spreads
+from components.grpo.determinism import deterministic_algorithms
 from components.grpo.distributed import DistContext, init_from_env
 from components.grpo.preemption import StopRequests
 from components.grpo.reference import Reference
@@ -293,6 +296,7 @@ def _stop_agreed(stops: StopRequests, ctx: DistContext) -> bool:
     return bool(ctx.all_reduce_sum(torch.tensor([float(stops.held())], device=ctx.device)).item() > 0)
 
 
+@deterministic_algorithms()  # the same params and machine: the same weights (determinism.py)
 def train(
     params: Params,
     groups: list[PromptGroup],
