@@ -70,6 +70,7 @@ class Family:
     gates: dict[str, str] = field(default_factory=dict)
     base_samples: dict[str, str] = field(default_factory=dict)  # arm -> SHA-256 of its base samples
     unplanned: list[str] = field(default_factory=list)  # finished arms whose seed the plan does not name (not judged)
+    runs: dict[str, tuple[str, str, int | None]] = field(default_factory=dict)  # arm -> (commit, machine, training steps)
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float | None:
@@ -208,6 +209,8 @@ def collect(layouts: list[StudyLayout], primary: list[str], probe: list[str], pl
             entry.seeds[name] = seed_figures(summary, groups, told, primary, probe)
             entry.families[name] = [] if summary.instructions is None else [f.to_dict() for f in summary.instructions.families]
             entry.gates[name] = default_gate_verdicts(summary)["gate_all"]
+            entry.runs[name] = ((record.get("code") or {}).get("commit") or "unrecorded", machine_name(record.get("machine")),
+                                record.get("train_steps"))  # fmt: skip
             main = groups[groups["domain"].isin(primary)]
             entry.differences.append(pd.DataFrame({"seed": name, "group_id": main["group_id"], "d": main["tuned_gap"] - main["base_gap"]}))
             if (folder / SAMPLES_FILE).is_file():
@@ -268,11 +271,20 @@ def _difference(a: Family | None, b: Family | None, figure: str, show) -> str:
     return f"{estimate(test.mean, test.ci_low, test.ci_high, show)}, p {p_value(test.p_value)}"
 
 
+def _budget_note(new: Family | None, default: Family | None) -> str:
+    """Where the two objectives trained for different numbers of steps (plan, amendment): said beside their difference."""
+    steps = [sorted({run[2] for run in entry.runs.values() if run[2] is not None}) for entry in (new, default) if entry]
+    if len(steps) < 2 or steps[0] == steps[1] or not all(steps):
+        return ""
+    shown = [" or ".join(number(n, 0) for n in s) for s in steps]
+    return f"; {shown[0]} against {shown[1]} training steps: budget and objective both differ"
+
+
 def _endpoint_lines(results: dict[str, Family]) -> list[str]:
     new, default = results.get(NEW), results.get(DEFAULT)
     lines = ["## Endpoints (seed-level mean [95 % CI], p of the one-sample t-test)", "",
              f"| endpoint | {NEW} ({_seeds(new) if new else '0 seeds'}) | {DEFAULT} ({_seeds(default) if default else '0 seeds'}) | "
-             f"{NEW} − {DEFAULT} (Welch t over seeds) |", "|---|---|---|---|"]  # fmt: skip
+             f"{NEW} − {DEFAULT} (Welch t over seeds{_budget_note(new, default)}) |", "|---|---|---|---|"]  # fmt: skip
     for label, key, show in ENDPOINTS:
         cells = []
         for entry in (new, default):
@@ -418,6 +430,28 @@ def _flags(results: dict[str, Family]) -> list[str]:
     return notes
 
 
+def machine_name(machine: dict | None) -> str:
+    """An arm's machine as the report names it: its CPU, its vector instructions and its GPU where it had one."""
+    if not machine:
+        return "unrecorded"
+    isa = "/".join(machine.get("isa") or []) or "no AVX-512 or AMX"
+    return f"{machine.get('cpu')} ({isa})" + (f", {machine['gpu']}" if machine.get("gpu") else "")
+
+
+def _run_lines(results: dict[str, Family]) -> list[str]:
+    """Where and on what the arms ran (plan, amendment): their commits, machines and training steps. Bit-for-bit
+    repeatable on one machine kind; another CPU kind sums in another order."""
+    commits = sorted({run[0] for entry in results.values() for run in entry.runs.values()})
+    machines = sorted({run[1] for entry in results.values() for run in entry.runs.values()})
+    if not commits:
+        return []
+    steps = "; ".join(f"{entry.name} {', '.join(sorted({number(run[2], 0) for run in entry.runs.values()}))}"
+                      for entry in results.values() if entry.runs)  # fmt: skip
+    several = f" (**{len(commits)} commits: the plan allows one**)" if len(commits) > 1 else ""
+    return [f"**Runs**: commit {', '.join(c[:12] for c in commits)}{several}; machine{'s' if len(machines) > 1 else ''}: "
+            f"{'; '.join(machines)}; training steps: {steps}.", ""]  # fmt: skip
+
+
 def _group_counts(record: dict, results: dict[str, Family]) -> list[str]:
     """Arms that judged other groups than the plan's (160 primary, 76 train-family, 84 held-out-family): named."""
     planned = {"groups": record.get("primary_groups"), "train_groups": record.get("train_family_groups"),
@@ -450,7 +484,7 @@ def render(record: dict, results: dict[str, Family], decided: dict, folder: Path
              " ".join([headline, *_flags(results), *_group_counts(record, results)]), "",
              "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "
              "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", "",
-             *_deviation_lines(folder)]  # fmt: skip
+             *_run_lines(results), *_deviation_lines(folder)]  # fmt: skip
     if NEW in results:
         lines += _target_lines(decided)
     lines += _endpoint_lines(results)

@@ -18,6 +18,8 @@ from components.study.layout import StudyLayout
 from tests.conftest import ROOT
 
 PRIMARY, PROBE = ["legal", "cooking"], ["garden-open"]
+COMMIT, STEPS = "0123456789abcdef" * 2 + "01234567", {"instruction-following": 60, "default": 20}
+MACHINE = {"cpu": "Intel(R) Xeon(R) Processor", "isa": ["avx512f", "amx_bf16"], "gpu": None, "torch": "2.13.0+cpu", "vllm": "0.32.0"}
 TEMPLATE = json.loads((ROOT / "results/confirmation/arms/paired-consistency-s1/metrics.json").read_text())
 
 
@@ -63,7 +65,10 @@ def _arm(
     scores = metrics["fairness"]["discrim_eval"]["scores"]
     scores["gender_female"]["delta"], scores["gender_non_binary"]["delta"] = female + jitter / 10, -0.01 + jitter / 10
     (folder / "metrics.json").write_text(json.dumps(metrics))
-    (folder / "arm.json").write_text(json.dumps({"name": folder.name, "family": family, "overrides": {"seed": seed}}))
+    (folder / "arm.json").write_text(json.dumps({
+        "name": folder.name, "family": family, "overrides": {"seed": seed}, "code": {"commit": COMMIT, "dirty": False},
+        "machine": MACHINE, "train_steps": STEPS[family],
+    }))  # fmt: skip
     samples = pd.DataFrame({"group_id": ["g0", "g0"], "variant_id": ["a", "a"], "sample": [0, 0], "model": ["base", "tuned"],
                             "text": [base_text, f"t{seed}"]})  # fmt: skip
     with gzip.open(folder / "samples.csv.gz", "wt") as handle:
@@ -101,6 +106,18 @@ def test_five_seeds_that_meet_every_criterion_confirm_and_the_default_is_shown_b
     assert "8 of 8 arms kept their samples; all of them were compared with the same base samples" in page
     assert "## Deviations from the plan\n\nNone." in page and "Groups other than the plan's" not in page
     assert "| instruction-following-s1 | 0.40 → 0.42 (" in page  # C_held base → tuned with its group-level p
+
+
+def test_the_page_names_the_commit_the_machine_and_each_objectives_steps_and_says_the_budgets_differ(tmp_path):
+    _, page = _studies(tmp_path, GOOD, default=[(0.4, -0.1, 0.0), (0.42, -0.12, 0.01), (0.41, -0.11, 0.0)])
+    assert ("**Runs**: commit 0123456789ab; machine: Intel(R) Xeon(R) Processor (avx512f/amx_bf16); "
+            "training steps: instruction-following 60; default 20.") in page  # fmt: skip
+    assert "(Welch t over seeds; 60 against 20 training steps: budget and objective both differ) |" in page
+    main, other = (StudyLayout(tmp_path / "results" / name) for name in ("instruction-confirmation", "instruction-confirmation-default"))
+    record = json.loads((other.arms / "default-s2" / "arm.json").read_text())
+    (other.arms / "default-s2" / "arm.json").write_text(json.dumps(record | {"code": {"commit": "f" * 40, "dirty": False}}))
+    page = write_instruction_confirmation_report([other, main]).read_text()
+    assert "**Runs**: commit 0123456789ab, ffffffffffff (**2 commits: the plan allows one**);" in page
 
 
 @pytest.mark.parametrize(
