@@ -174,10 +174,51 @@ def instruction_following(root: Path) -> Headline:
             passing.append(record["name"])
     what = f"instruction following (IFEval's train families, train groups, {len(cells)} settings, 1 seed each): strict compliance {', '.join(cells)} (+0.10 needed)"
     if passing:
-        text = f"{what}; {', '.join(passing)} passed the calibration's rule: the recipe the pre-registered confirmation tests"
+        decided = instruction_confirmation(root)
+        if decided is not None:
+            return decided
+        running = _instruction_confirmation_progress(root)
+        text = (f"instruction following, calibration (train groups, 1 seed each): train-family strict compliance {', '.join(cells)} "
+                f"(+0.10 needed); {', '.join(passing)} passed: {running}" if running else
+                f"{what}; {', '.join(passing)} passed the calibration's rule: the recipe the pre-registered confirmation tests")  # fmt: skip
     else:
         text = f"{what}; no setting passed the calibration's rule, so the pre-registered instruction confirmation was not run and the default objective stays"
     return Headline(EXPLORATORY, text, "results/instruction-calibration/report.md")
+
+
+def _finished_arms(folder: Path) -> int:
+    return sum(1 for summary in (folder / "arms").glob("*/metrics.json") if (summary.parent / "arm.json").is_file())
+
+
+def _instruction_confirmation_progress(root: Path) -> str:
+    """ "its pre-registered confirmation is running (k of 5 seeds, d of 3 of the default's)" ("" before its files)."""
+    folder = root / RESULTS / "instruction-confirmation"
+    if not (folder / "preregistration.json").is_file():
+        return ""
+    seeds = json.loads((folder / "preregistration.json").read_text())["seeds"]
+    new, default = (len(seeds[name]) for name in ("instruction-following", "default"))
+    done = _finished_arms(folder), _finished_arms(root / RESULTS / "instruction-confirmation-default")
+    return f"its pre-registered confirmation is running ({done[0]} of {new} seeds, {done[1]} of {default} of the default's)"
+
+
+def instruction_confirmation(root: Path) -> Headline | None:
+    """The pre-registered instruction confirmation's verdict (verdict.json), once given: the decision rule's figures,
+    seed-level means [95 % CI]; None while it runs."""
+    folder = root / RESULTS / "instruction-confirmation"
+    verdict_file = folder / "verdict.json"
+    verdict = json.loads(verdict_file.read_text()) if verdict_file.is_file() else {"status": "running"}
+    if verdict["status"] == "running":
+        return None
+    targets, gap = verdict["targets"], verdict["gap_reduction"]
+    held, train, words = targets["heldout_change"], targets["train_change"], targets["words_change"]
+    failed = verdict.get("failed") or []
+    text = (
+        f"instruction confirmation, the instruction-following objective on 160 new groups ({verdict['seeds_done']} seeds): "
+        f"held-out-family compliance {typographic(estimate(held['mean'], held['ci_low'], held['ci_high']))}, train families "
+        f"{typographic(signed(train['mean']))}, gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}, "
+        f"words {_change(words['mean'])}" + (f"; failed: {', '.join(failed)}" if failed else "; every criterion held")
+    )
+    return Headline(verdict["status"], text, "results/instruction-confirmation/report.md")
 
 
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------
