@@ -31,6 +31,7 @@ import pandas as pd
 
 from components.formatting import estimate, is_missing, number, p_value, percent, signed, span, typographic
 from components.study.confirmation_report import committed_truncation_flag
+from components.study.layout import has_finished
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
 from components.study.speed_table import speed_table_lines
@@ -187,7 +188,7 @@ def instruction_following(root: Path) -> Headline:
 
 
 def _finished_arms(folder: Path) -> int:
-    return sum(1 for summary in (folder / "arms").glob("*/metrics.json") if (summary.parent / "arm.json").is_file())
+    return sum(1 for arm in (folder / "arms").glob("*") if has_finished(arm))
 
 
 def _instruction_confirmation_progress(root: Path) -> str:
@@ -212,8 +213,9 @@ def instruction_confirmation(root: Path) -> Headline | None:
     targets, gap = verdict["targets"], verdict["gap_reduction"]
     held, train, words = targets["heldout_change"], targets["train_change"], targets["words_change"]
     failed = verdict.get("failed") or []
+    groups = json.loads((folder / "preregistration.json").read_text())["primary_groups"]
     text = (
-        f"instruction confirmation, the instruction-following objective on 160 new groups ({verdict['seeds_done']} seeds): "
+        f"instruction confirmation, the instruction-following objective on {groups} new groups ({verdict['seeds_done']} seeds): "
         f"held-out-family compliance {typographic(estimate(held['mean'], held['ci_low'], held['ci_high']))}, train families "
         f"{typographic(signed(train['mean']))}, gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}, "
         f"words {_change(words['mean'])}" + (f"; failed: {', '.join(failed)}" if failed else "; every criterion held")

@@ -15,6 +15,7 @@ def _verdict(tmp_path, status: str, failed: list[str]) -> None:
                "targets": {"heldout_change": stat(0.012, -0.011, 0.035), "train_change": stat(0.14, 0.1, 0.18),
                            "words_change": stat(-0.12, -0.2, -0.04)}}  # fmt: skip
     (folder / "verdict.json").write_text(json.dumps(verdict))
+    (folder / "preregistration.json").write_text(json.dumps({"primary_groups": 160}))
 
 
 def test_while_the_confirmation_runs_the_line_is_the_calibrations_with_its_progress():
