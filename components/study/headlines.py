@@ -134,12 +134,17 @@ def confirmation(root: Path) -> Headline:
         f"[{percent(primary['ci_low'])}, {percent(primary['ci_high'])}] over {primary['n']} seeds, p {p_value(primary['p_value'])}"
         + (f"; failed: {', '.join(failed)}" if failed else _targets_held(verdict.get("targets") or {}))
     )
-    flag = committed_truncation_flag(folder)
-    if flag and flag["invalid"]:
-        arms = "all" if flag["invalid"] == flag["arms"] else f"{flag['invalid']} of"
-        text += (f"; {arms} {flag['arms']} arms INVALID by the 5 % truncation rule (base cut "
-                 f"{percent(flag['base_primary'], 1)}, probes {percent(flag['base_probes'], 1)})")  # fmt: skip
+    text += _truncation(committed_truncation_flag(folder))
     return Headline(verdict["status"], text, "results/confirmation/report.md")
+
+
+def _truncation(flag: dict | None) -> str:
+    """ "; all 8 arms INVALID by the 5 % truncation rule (base cut 2.6 %, probes 24.7 %)" ("" when none is)."""
+    if not flag or not flag["invalid"]:
+        return ""
+    arms = "all" if flag["invalid"] == flag["arms"] else f"{flag['invalid']} of"
+    return (f"; {arms} {flag['arms']} arms INVALID by the 5 % truncation rule (base cut "
+            f"{percent(flag['base_primary'], 1)}, probes {percent(flag['base_probes'], 1)})")  # fmt: skip
 
 
 def _targets_held(targets: dict) -> str:
@@ -219,7 +224,9 @@ def instruction_confirmation(root: Path) -> Headline | None:
         f"held-out-family compliance {typographic(estimate(held['mean'], held['ci_low'], held['ci_high']))}, train families "
         f"{typographic(signed(train['mean']))}, gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}, "
         f"words {_change(words['mean'])}" + (f"; failed: {', '.join(failed)}" if failed else "; every criterion held")
-    )
+        + _truncation(verdict.get("truncation"))
+        + ("; the default objective stays as it is" if verdict["status"] == "not confirmed" else "")
+    )  # fmt: skip
     return Headline(verdict["status"], text, "results/instruction-confirmation/report.md")
 
 

@@ -407,15 +407,25 @@ def _descriptive_lines(results: dict[str, Family], primary: list[str]) -> list[s
     return [*lines, ""]
 
 
-def _flags(results: dict[str, Family]) -> list[str]:
+def truncation_flag(results: dict[str, Family]) -> dict | None:
+    """How many arms the evaluator flagged INVALID by its 5 % truncation rule, and the base shares cut on the
+    primary groups and the probes (the new objective's arms, seed-level means); None when no arm records it."""
+    flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
+    if not flags:
+        return None
+    new = results.get(NEW) or next(iter(results.values()))
+    cut = {part: seed_level(new, f"{part}_base_truncated")["mean"] for part in ("primary", "probe")}
+    return {"invalid": int(sum(flags)), "arms": len(flags), "base_primary": cut["primary"], "base_probes": cut["probe"]}
+
+
+def _flags(results: dict[str, Family], record: dict) -> list[str]:
     """The truncation flag and whether every arm compared with the same base samples."""
     notes = []
-    flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
-    if flags and sum(flags):
-        new = results.get(NEW) or next(iter(results.values()))
-        cut = seed_level(new, "primary_base_truncated")["mean"], seed_level(new, "probe_base_truncated")["mean"]
-        notes.append(f"{int(sum(flags))} of {len(flags)} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
-                     f"(the base cut {percent(cut[0], 1)} of its answers on the 160 groups and {percent(cut[1], 1)} on garden-open); "
+    flag = truncation_flag(results)
+    if flag and flag["invalid"]:
+        notes.append(f"{flag['invalid']} of {flag['arms']} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
+                     f"(the base cut {percent(flag['base_primary'], 1)} of its answers on the {record['primary_groups']} groups and "
+                     f"{percent(flag['base_probes'], 1)} on {', '.join(record['probe_domains'])}); "
                      "the figures are computed all the same, as the plan says.")  # fmt: skip
     kept = [h for entry in results.values() for h in entry.base_samples.values()]
     judged = sum(len(entry.seeds) for entry in results.values())
@@ -483,7 +493,7 @@ def render(record: dict, results: dict[str, Family], decided: dict, folder: Path
     headline = (f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in." if status == "running"
                 else f"**Status: {status}** ({done}; criteria failed: {', '.join(decided['failed']) or 'none'}).")  # fmt: skip
     lines = ["# Instruction confirmation: the instruction-following objective on fresh groups and held-out families", "",
-             " ".join([headline, *_flags(results), *_group_counts(record, results)]), "",
+             " ".join([headline, *_flags(results, record), *_group_counts(record, results)]), "",
              "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "
              "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", "",
              *_run_lines(results), *_deviation_lines(folder)]  # fmt: skip
@@ -517,6 +527,6 @@ def write_instruction_confirmation_report(layouts: list[StudyLayout]) -> Path:
     record = json.loads((home.folder / RECORD_FILE).read_text())
     results = collect(layouts, record["primary_domains"], record["probe_domains"], record["seeds"])
     results = {name: results[name] for name in (NEW, DEFAULT, *results) if name in results}  # the plan's order first
-    decided = verdict(results.get(NEW), len(record["seeds"][NEW]))
+    decided = verdict(results.get(NEW), len(record["seeds"][NEW])) | {"truncation": truncation_flag(results)}
     atomic_write_json(home.folder / VERDICT_FILE, decided)
     return atomic_write_text(home.report, render(record, results, decided, home.folder))

@@ -7,13 +7,13 @@ from components.study.headlines import instruction_confirmation, instruction_fol
 from tests.conftest import ROOT
 
 
-def _verdict(tmp_path, status: str, failed: list[str]) -> None:
+def _verdict(tmp_path, status: str, failed: list[str], truncation: dict | None = None) -> None:
     folder = tmp_path / "results" / "instruction-confirmation"
     folder.mkdir(parents=True)
     stat = lambda mean, low, high: {"mean": mean, "ci_low": low, "ci_high": high}  # noqa: E731
     verdict = {"status": status, "seeds_done": 5, "seeds_planned": 5, "gap_reduction": stat(0.41, 0.33, 0.49), "failed": failed,
                "targets": {"heldout_change": stat(0.012, -0.011, 0.035), "train_change": stat(0.14, 0.1, 0.18),
-                           "words_change": stat(-0.12, -0.2, -0.04)}}  # fmt: skip
+                           "words_change": stat(-0.12, -0.2, -0.04)}, "truncation": truncation}  # fmt: skip
     (folder / "verdict.json").write_text(json.dumps(verdict))
     (folder / "preregistration.json").write_text(json.dumps({"primary_groups": 160}))
 
@@ -39,3 +39,14 @@ def test_a_confirmed_verdict_says_every_criterion_held(tmp_path):
     _verdict(tmp_path, "confirmed", [])
     line = instruction_confirmation(tmp_path).line()
     assert line.startswith("- **confirmed** · ") and line.count("; every criterion held") == 1 and "train families +0.14" in line
+
+
+def test_a_verdict_gives_the_truncation_flag_and_a_failed_one_says_the_default_stays(tmp_path):
+    flag = {"invalid": 6, "arms": 8, "base_primary": 0.232, "base_probes": 0.61}
+    _verdict(tmp_path, "not confirmed", ["train_change"], truncation=flag)
+    line = instruction_confirmation(tmp_path).line()
+    assert "; failed: train_change; 6 of 8 arms INVALID by the 5 % truncation rule (base cut 23.2 %, probes 61.0 %)" in line
+    assert "; the default objective stays as it is (" in line
+    _verdict(tmp_path / "kept", "confirmed", [], truncation=flag | {"invalid": 0})
+    line = instruction_confirmation(tmp_path / "kept").line()
+    assert "INVALID" not in line and "stays" not in line

@@ -104,6 +104,10 @@ def test_five_seeds_that_meet_every_criterion_confirm_and_the_default_is_shown_b
     row = next(line for line in page.splitlines() if line.startswith("| ΔC_held (held-out families) |"))
     assert row.count(" p ") == 3  # both families' seed-level tests and their Welch difference
     assert "8 of 8 arms kept their samples; all of them were compared with the same base samples" in page
+    cut = {"base_primary": pytest.approx(36 / 540), "base_probes": pytest.approx(0.08)}  # sample-weighted shares
+    assert verdict["truncation"] == {"invalid": 8, "arms": 8, **cut}
+    flag = "8 of 8 arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule (the base cut 6.7 % of its answers"
+    assert f"{flag} on the 40 groups and 8.0 % on garden-open)" in page
     assert "## Deviations from the plan\n\nNone." in page and "Groups other than the plan's" not in page
     assert "| instruction-following-s1 | 0.40 → 0.42 (" in page  # C_held base → tuned with its group-level p
 
@@ -154,7 +158,7 @@ def test_arms_with_different_base_samples_are_reported_as_such(tmp_path):
     main = StudyLayout(tmp_path / "results" / "instruction-confirmation")
     _arm(main.arms / "instruction-following-s1", "instruction-following", 1, 0.45, 0.02, 0.15, base_text="b")
     _arm(main.arms / "instruction-following-s2", "instruction-following", 2, 0.45, 0.02, 0.15, base_text="another base pass")
-    record = {"primary_domains": PRIMARY, "probe_domains": PROBE, "seeds": {"instruction-following": [1, 2], "default": []}}
+    record = RECORD | {"seeds": {"instruction-following": [1, 2], "default": []}}
     (main.folder / "preregistration.json").write_text(json.dumps(record))
     page = write_instruction_confirmation_report([main]).read_text()
     assert "The arms' base samples differ (2 base passes among 2 of 2 arms with samples" in page
