@@ -78,7 +78,7 @@ AGREEMENT_VARIANTS = {
     "bf16_weights": ("bf16", "bfloat16", (0.1, 0.02, 0.01)),  # train.precision bf16, model.dtype bfloat16
 }
 AGREEMENT_INIT_RANGE = 0.1  # the tiny model's weight std: 0.02 (HF's) gives near-uniform log-probs, 0.2 bf16 noise of 0.15 nats
-WHEELS_HINT = "carry the wheels listed in docs/benchmarks.md (GPU check)"
+WHEELS_HINT = "install what its trainer imports first: pip install 'pydantic>=2.7' pysbd pyyaml tqdm (docs/benchmarks.md, GPU check)"
 
 
 @dataclass(frozen=True)
