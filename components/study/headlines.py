@@ -357,7 +357,8 @@ def fairness_registration(root: Path) -> Headline:
     if any(today[g["name"]].threshold != g["threshold"] for g in refused):
         still = [r.name for r in today.values() if not r.passed]
         thresholds = ", ".join(f"{number(today[g['name']].threshold, 2)}" for g in refused)
-        text += f"; the fairness profile's gates in params.yaml ({thresholds}) " + (f"refuse it on {', '.join(still)}" if still else "pass it")
+        verdict = f"refuse it on {', '.join(still)}" if still else "pass it"
+        text += f"; the fairness profile's gates in params.yaml ({thresholds}) {verdict}"
     return Headline(EXPLORATORY, text, f"results/fairness/{REGISTRATION}/gates.md", "gates")
 
 
