@@ -16,7 +16,7 @@ accuracy change ≥ −0.02. Confirmed: the primary (mean ≥ 0.35, CI lower bou
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -263,15 +263,16 @@ def _seeds(entry: ArmSeeds) -> str:
     return f"{len(entry.seeds)} seed{'' if len(entry.seeds) == 1 else 's'}"
 
 
-def truncation_flag(results: dict[str, ArmSeeds]) -> dict | None:
-    """How many arms the evaluator flagged INVALID by the truncation rule, and the recipe's base shares cut
-    on the primary groups and the probes (seed-level means); None when no arm records it."""
+def truncation_flag(results: Mapping[str, Seeded], reference: str = RECIPE, parts: tuple[str, str] = ("primary", "probes")) -> dict | None:
+    """How many arms the evaluator flagged INVALID by its 5 % truncation rule, and the base shares cut on the
+    primary groups and the probes: the seed-level means of the `reference` family's `<part>_base_truncated`
+    figures, one of `parts` each (the first family's where `reference` has none); None when no arm records it."""
     flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
     if not flags:
         return None
-    recipe = results.get(RECIPE) or next(iter(results.values()))
-    cut = {part: seed_level(recipe, f"{part}_base_truncated")["mean"] for part in ("primary", "probes")}
-    return {"invalid": int(sum(flags)), "arms": len(flags), "base_primary": cut["primary"], "base_probes": cut["probes"]}
+    entry = results.get(reference) or next(iter(results.values()))
+    primary, probes = (seed_level(entry, f"{part}_base_truncated")["mean"] for part in parts)
+    return {"invalid": int(sum(flags)), "arms": len(flags), "base_primary": primary, "base_probes": probes}
 
 
 def _truncation_flag(results: dict[str, ArmSeeds]) -> str:

@@ -34,7 +34,7 @@ from components.contracts.summary import SUMMARY_FILE, EvaluationSummary, Family
 from components.evaluation.seed_inference import mixed_model_test, seed_level_test, welch_test
 from components.evaluation.statistics import paired_test
 from components.formatting import MISSING, estimate, number, p_value, percent, signed
-from components.study.confirmation_report import HOLDS, Target, holds, seed_level, seed_values
+from components.study.confirmation_report import HOLDS, Target, holds, seed_level, seed_values, truncation_flag
 from components.study.layout import ARM_FILE, StudyLayout, has_finished
 from components.study.report import default_gate_verdicts
 
@@ -407,21 +407,15 @@ def _descriptive_lines(results: dict[str, Family], primary: list[str]) -> list[s
     return [*lines, ""]
 
 
-def truncation_flag(results: dict[str, Family]) -> dict | None:
-    """How many arms the evaluator flagged INVALID by its 5 % truncation rule, and the base shares cut on the
-    primary groups and the probes (the new objective's arms, seed-level means); None when no arm records it."""
-    flags = [v for entry in results.values() for v in seed_values(entry, "invalid")]
-    if not flags:
-        return None
-    new = results.get(NEW) or next(iter(results.values()))
-    cut = {part: seed_level(new, f"{part}_base_truncated")["mean"] for part in ("primary", "probe")}
-    return {"invalid": int(sum(flags)), "arms": len(flags), "base_primary": cut["primary"], "base_probes": cut["probe"]}
+def _truncation(results: dict[str, Family]) -> dict | None:
+    """`truncation_flag` with the new objective's base shares (its figures name the probes `probe_…`)."""
+    return truncation_flag(results, NEW, ("primary", "probe"))
 
 
 def _flags(results: dict[str, Family], record: dict) -> list[str]:
     """The truncation flag and whether every arm compared with the same base samples."""
     notes = []
-    flag = truncation_flag(results)
+    flag = _truncation(results)
     if flag and flag["invalid"]:
         notes.append(f"{flag['invalid']} of {flag['arms']} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
                      f"(the base cut {percent(flag['base_primary'], 1)} of its answers on the {record['primary_groups']} groups and "
@@ -527,6 +521,6 @@ def write_instruction_confirmation_report(layouts: list[StudyLayout]) -> Path:
     record = json.loads((home.folder / RECORD_FILE).read_text())
     results = collect(layouts, record["primary_domains"], record["probe_domains"], record["seeds"])
     results = {name: results[name] for name in (NEW, DEFAULT, *results) if name in results}  # the plan's order first
-    decided = verdict(results.get(NEW), len(record["seeds"][NEW])) | {"truncation": truncation_flag(results)}
+    decided = verdict(results.get(NEW), len(record["seeds"][NEW])) | {"truncation": _truncation(results)}
     atomic_write_json(home.folder / VERDICT_FILE, decided)
     return atomic_write_text(home.report, render(record, results, decided, home.folder))
