@@ -412,10 +412,10 @@ def _truncation(results: dict[str, Family]) -> dict | None:
     return truncation_flag(results, NEW, ("primary", "probe"))
 
 
-def _flags(results: dict[str, Family], record: dict) -> list[str]:
-    """The truncation flag and whether every arm compared with the same base samples."""
+def _flags(results: dict[str, Family], record: dict, flag: dict | None) -> list[str]:
+    """The truncation flag (`_truncation`, as verdict.json records it) and whether every arm compared with the
+    same base samples."""
     notes = []
-    flag = _truncation(results)
     if flag and flag["invalid"]:
         notes.append(f"{flag['invalid']} of {flag['arms']} arms' evaluations are flagged INVALID by the evaluator's 5 % truncation rule "
                      f"(the base cut {percent(flag['base_primary'], 1)} of its answers on the {record['primary_groups']} groups and "
@@ -487,7 +487,7 @@ def render(record: dict, results: dict[str, Family], decided: dict, folder: Path
     headline = (f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in." if status == "running"
                 else f"**Status: {status}** ({done}; criteria failed: {', '.join(decided['failed']) or 'none'}).")  # fmt: skip
     lines = ["# Instruction confirmation: the instruction-following objective on fresh groups and held-out families", "",
-             " ".join([headline, *_flags(results, record), *_group_counts(record, results)]), "",
+             " ".join([headline, *_flags(results, record, decided["truncation"]), *_group_counts(record, results)]), "",
              "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "
              "Regenerate: `groupwise study --study instruction-confirmation --report-only`.", "",
              *_run_lines(results), *_deviation_lines(folder)]  # fmt: skip
