@@ -34,7 +34,7 @@
   - `lora` (GPU): one engine with `enable_lora=True`; an adapter is passed as `LoRARequest`, the
     base model is the same engine without a request. On a GPU vLLM's punica LoRA kernels are the
     designed path: one engine holds the base and any adapter, with no second engine start and no
-    second copy of the weights in GPU memory (not measured here: no GPU in the sessions so far).
+    second copy of the weights in GPU memory (not measured: the GPU check does not run vLLM).
 - CPU threads: vLLM's `auto` binding keeps one core for the engine loop; on a 2-core machine that
   halves decoding (56 vs 94 tok/s, fp32). `eval.vllm.cpu_threads_bind: all` binds the OpenMP
   threads to every core this process may use, unless VLLM_CPU_OMP_THREADS_BIND is already set.
