@@ -12,8 +12,9 @@ written by `components.study.confirmation_report`), "pre-registered, running" un
     python -m components.study.headlines --check    # exit 1 when they differ from results/
 
 Each of `GENERATED_FILES` holds some of the `BLOCKS` (`components.study.readme_blocks`): `results` (these
-lines, their links relative to that file), `make-run` (`components.study.reference_run`) and `speed` (the
-speed table per CPU kind, `components.study.speed_table`); tests/unit/test_readme_results.py fails when one
+lines, their links relative to that file), `make-run` (`components.study.reference_run`), `speed` (the
+speed table per CPU kind, `components.study.speed_table`) and `gpu` (the GPU checks' figures,
+`components.study.gpu_table`); tests/unit/test_readme_results.py fails when one
 differs from what the committed files give.
 Numbers are written by `components.formatting`, as in every report.
 """
@@ -31,6 +32,7 @@ import pandas as pd
 
 from components.formatting import estimate, is_missing, number, p_value, percent, signed, span, typographic
 from components.study.confirmation_report import committed_truncation_flag
+from components.study.gpu_table import gpu_table_lines
 from components.study.layout import has_finished
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
@@ -427,12 +429,13 @@ BLOCKS: dict[str, Callable[[Path, str], list[str]]] = {  # block name -> its lin
     "results": results_lines,
     "make-run": reference_run_lines,
     "speed": speed_table_lines,
+    "gpu": gpu_table_lines,
 }
 # file (from the root) -> (path back to the root, the blocks it carries); a file is generated where it carries its first block
 GENERATED_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "README.md": ("", ("results", "make-run", "speed")),
     "docs/results.md": ("../", ("results", "make-run")),
-    "docs/benchmarks.md": ("../", ("speed",)),
+    "docs/benchmarks.md": ("../", ("speed", "gpu")),
 }
 
 

@@ -111,3 +111,19 @@ def test_torchrun_command_and_tokenizer():
     assert len(tokenizer) == gpu_check.CPU_VOCAB_SIZE and tokenizer.eos_token_id == tokenizer.pad_token_id == 2
     text = tokenizer.apply_chat_template([{"role": "user", "content": "Name a colour."}], add_generation_prompt=True, tokenize=False)
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False).input_ids) == text
+
+
+def test_the_docs_table_reads_what_the_check_writes(dry_run, tmp_path):
+    """docs/benchmarks.md's GPU table (`components.study.gpu_table`) reads this script's JSON: every
+    finished section of the dry run becomes a row, the skipped torchrun does not."""
+    from components.study.gpu_table import gpu_table_lines
+    from components.study.speed_table import SPEED
+
+    report = dry_run[0]
+    (tmp_path / SPEED).mkdir(parents=True)
+    (tmp_path / SPEED / "gpu_check_cpu.json").write_text(json.dumps(report))
+    rows = gpu_table_lines(tmp_path)[2:]
+    finished = [name for name, section in report["sections"].items() if section["status"] == "ok"]
+    assert [row.split(" | ")[1] for row in rows] == finished and not any("torchrun" in name for name in finished)
+    assert all("a step (generation" in row for row in rows if " | train_" in row or " | plain_" in row)
+    assert rows[0].endswith(": pass |")
