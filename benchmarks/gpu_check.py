@@ -26,6 +26,10 @@ own error, none stopping the others, the JSON rewritten after each:
     plain_*     the same shapes without groupwise (peft LoRA, transformers `generate`, one
                 forward/backward and AdamW step): a baseline, and the only training figures when
                 groupwise cannot be imported on the machine (it needs pydantic and pysbd)
+    decode_*    only when asked for (`--sections decode`, about 2 minutes): one step's rollouts of the
+                135M shape decoded by `model.generate` and by groupwise's TransformersEngine, plain,
+                inside the trainer's deterministic algorithms, and inside them without filling each
+                new tensor (`torch.utils.deterministic.fill_uninitialized_memory`): tokens/s of each
 
 The phase times come from the trainer's own step metrics (`step_time_s`, `generation_time_s`,
 `tokens`) and from timing wrappers put around its functions for the duration of a run (the
@@ -127,7 +131,8 @@ def vocab_size(device: str) -> int:
     return CPU_VOCAB_SIZE if device == "cpu" else VOCAB_SIZE
 
 
-SECTIONS = ("agreement", "train", "torchrun", "plain")  # in the order they run (machine always runs first)
+SECTIONS = ("agreement", "train", "torchrun", "plain", "decode")  # in the order they run (machine always runs first)
+DEFAULT_SECTIONS = SECTIONS[:4]  # decode runs when asked for (--sections decode): about 2 minutes more on an H100
 
 
 class BudgetExceeded(RuntimeError):
@@ -761,6 +766,80 @@ def plain_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
     return out
 
 
+DECODE_VARIANTS = (  # name -> how the rollouts are decoded (decode_section)
+    "generate",  # transformers `model.generate` (the plain sections' rollouts)
+    "engine",  # groupwise's TransformersEngine, PyTorch's default kernels
+    "engine_deterministic",  # the same inside the trainer's deterministic_algorithms() (as in every training step)
+    "engine_deterministic_no_fill",  # the same without filling uninitialized memory (fill_uninitialized_memory False)
+)
+
+
+def decode_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
+    """Where the transformers rollouts' time goes: one step's rollouts of the `name` shape (bf16 weights,
+    bf16 autocast, the project's LoRA with B = 0) decoded by `model.generate` and by groupwise's
+    TransformersEngine with and without the trainer's deterministic algorithms, and with them but
+    without their filling of every new tensor (`torch.utils.deterministic.fill_uninitialized_memory`).
+    The same prompts and token count in each (`model.generate` with min_new_tokens; random weights never
+    sample EOS early); one short warm-up call first, then one timed call each, synchronized."""
+    import torch
+
+    from components.generation.sampling import SamplingConfig, TransformersEngine, chat_prompt
+    from components.grpo.determinism import deterministic_algorithms
+    from components.grpo.update import precision_context
+    from components.models.lora import attach_lora
+
+    params = train_params(size, device, "bfloat16", "bf16")
+    sync = synchronizer(device)
+    model = attach_lora(random_model(SHAPES[name], tokenizer, "bfloat16", device), params.lora)
+    model.eval()
+    prompts = [t for pair in prompt_texts(size.groups_per_step) for t in pair]
+    cfg = params.train
+    sampling = SamplingConfig(
+        n=cfg.samples_per_prompt, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, seed=0
+    )
+    engine = TransformersEngine(model, tokenizer, batch_size=size.samples_per_step, show_progress=False)
+    enc = tokenizer([chat_prompt(tokenizer, t) for t in prompts], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+
+    def generate(max_new: int) -> int:
+        sequences = model.generate(
+            **enc, do_sample=True, temperature=cfg.temperature, top_k=0, top_p=cfg.top_p, max_new_tokens=max_new,
+            min_new_tokens=max_new, num_return_sequences=cfg.samples_per_prompt, pad_token_id=tokenizer.pad_token_id,
+        )  # fmt: skip
+        return int(sequences[:, enc["input_ids"].shape[1] :].numel())
+
+    def engine_tokens(max_new: int) -> int:
+        samples = engine.generate(prompts, replace(sampling, max_new_tokens=max_new))
+        return sum(len(s.completion_ids) for row in samples for s in row)
+
+    @contextlib.contextmanager
+    def mode(variant: str):
+        fill_before = torch.utils.deterministic.fill_uninitialized_memory
+        try:
+            if variant.startswith("engine_deterministic"):
+                torch.utils.deterministic.fill_uninitialized_memory = not variant.endswith("no_fill")
+                with deterministic_algorithms():
+                    yield
+            else:
+                yield
+        finally:
+            torch.utils.deterministic.fill_uninitialized_memory = fill_before
+
+    out: dict = {"model": name, "samples": size.samples_per_step, "max_new_tokens": cfg.max_new_tokens, "top_p": cfg.top_p, "variants": {}}
+    with torch.no_grad(), precision_context("bf16", torch.device(device)):
+        engine_tokens(4), generate(4)  # warm-up: CUDA context, kernels, allocator
+        for variant in DECODE_VARIANTS:
+            decode = generate if variant == "generate" else engine_tokens
+            with mode(variant):
+                sync()
+                started = time.perf_counter()
+                tokens = decode(cfg.max_new_tokens)
+                sync()
+            seconds = time.perf_counter() - started
+            out["variants"][variant] = {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds}
+    out["memory"] = peak_memory(device)
+    return out
+
+
 def torchrun_command(name: str, size: RunSize, device: str, out: Path, work: Path, budget_s: float) -> list[str]:
     """`torchrun --standalone --nproc-per-node 1` (as `python -m torch.distributed.run`) running
     this script's worker on the `name` shape."""
@@ -920,6 +999,8 @@ def summary_lines(report: dict) -> list[str]:
                 )
         elif s.get("steady"):
             detail = _steady_line(s)
+        elif name.startswith("decode") and "variants" in s:
+            detail = ", ".join(f"{v} {x['tokens_per_s']:.0f} tok/s" for v, x in s["variants"].items())
         elif name.startswith("torchrun") and "returncode" in s:
             worker = s.get("worker") or {}
             train = worker.get("train") or {}
@@ -1047,6 +1128,14 @@ def run(args) -> int:
                         entry.update(plain_section(name, size, device, tokenizer))
                     reset_memory(device)
                 save(key)
+        if "decode" in args.sections:
+            name = next(iter(sizes))
+            key = f"decode_{name}"
+            if needs_groupwise(key) and fits(key, sizes[name].estimate_s * 0.8):
+                with section(sections, key) as entry:
+                    entry.update(decode_section(name, sizes[name], device, tokenizer))
+                reset_memory(device)
+            save(key)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
@@ -1066,7 +1155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer steps, groups and tokens")
     parser.add_argument("--budget-s", type=float, default=540.0, help="seconds for the whole run; sections that no longer fit are skipped")
     parser.add_argument(
-        "--sections", type=lambda s: s.split(","), default=list(SECTIONS), help="comma-separated subset of agreement,train,torchrun,plain"
+        "--sections",
+        type=lambda s: s.split(","),
+        default=list(DEFAULT_SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)} (default {','.join(DEFAULT_SECTIONS)})",
     )
     parser.add_argument("--torchrun-on-cpu", action="store_true", help="--device cpu: run the torchrun section with gloo")
     parser.add_argument("--work", help="a folder for the model folders (default: a temporary one, removed)")

@@ -3,9 +3,10 @@
 Each `results/speed/gpu_check_*.json` is one run of `benchmarks/gpu_check.py` (its schema: `machine`,
 `date`, `sections`). Every section that finished becomes one row: the agreement's worst |Δ log p| per
 precision against the CPU's fp32, a training section's steady step (the steps after CUDA's warm-up)
-by phase with its tokens/s and peak memory, torchrun's collectives and step. Skipped and failed
-sections are left out; the JSON keeps their reasons. Nothing is typed into the doc by hand: a new
-run's JSON adds its rows at the next `python -m components.study.headlines --write`.
+by phase with its tokens/s and peak memory, torchrun's collectives and step, the decode section's
+tokens/s per way of decoding. Skipped and failed sections are left out; the JSON keeps their
+reasons. Nothing is typed into the doc by hand: a new run's JSON adds its rows at the next
+`python -m components.study.headlines --write`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ def _torchrun(section: dict) -> str:
     return f"{said}; trainer {_steps(train)}" if train.get("status") == "ok" else said
 
 
+def _decode(section: dict) -> str:
+    """The decode section: tokens/s of each way of decoding one step's rollouts."""
+    rates = ", ".join(f"{variant} {figures['tokens_per_s']:,.0f}" for variant, figures in section["variants"].items())
+    return f"tokens/s: {rates}; {section['samples']} samples × {section['max_new_tokens']} tokens"
+
+
 def section_result(name: str, section: dict) -> str | None:
     """One finished section's figures; None for a skipped or failed one (or the machine's record)."""
     if section.get("status") != "ok":
@@ -77,6 +84,8 @@ def section_result(name: str, section: dict) -> str | None:
         return _steps(section)
     if name.startswith("torchrun_"):
         return _torchrun(section)
+    if name.startswith("decode_"):
+        return _decode(section)
     return None
 
 

@@ -127,3 +127,21 @@ def test_the_docs_table_reads_what_the_check_writes(dry_run, tmp_path):
     assert [row.split(" | ")[1] for row in rows] == finished and not any("torchrun" in name for name in finished)
     assert all("a step (generation" in row for row in rows if " | train_" in row or " | plain_" in row)
     assert rows[0].endswith(": pass |")
+
+
+def test_the_decode_section_times_each_way_on_the_same_tokens_and_restores_the_mode():
+    """Opt-in (`--sections decode`, not in the default run): `model.generate` and groupwise's engine with
+    and without the trainer's deterministic algorithms, each timed with its token count; the process's
+    deterministic setting and fill flag are what they were before."""
+    import torch
+
+    gpu_check = _module()
+    assert "decode" in gpu_check.SECTIONS and "decode" not in gpu_check.DEFAULT_SECTIONS
+    name, size = next(iter(gpu_check.plan("cpu", quick=False).items()))
+    before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    out = gpu_check.decode_section(name, size, "cpu", gpu_check.byte_pair_tokenizer(gpu_check.vocab_size("cpu")))
+    assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
+    assert list(out["variants"]) == list(gpu_check.DECODE_VARIANTS)
+    full = size.samples_per_step * size.max_new_tokens  # generate runs every row to the end; the engine stops a row at EOS
+    assert out["variants"]["generate"]["tokens"] == full
+    assert all(0 < v["tokens"] <= full and v["seconds"] > 0 and v["tokens_per_s"] > 0 for v in out["variants"].values())

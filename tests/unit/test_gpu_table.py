@@ -81,3 +81,9 @@ def test_files_in_name_order_and_none_committed(tmp_path):
     runs = [cells(line)[0].split(" · ")[0] for line in gpu_table_lines(root)[2:]]
     assert runs == ["NVIDIA H100 80GB HBM3"] * 3 + ["NVIDIA H200"] * 3
     assert gpu_table_lines(project(tmp_path / "empty", {}))[2:] == ["| no committed GPU check | | |"]
+
+
+def test_the_decode_section_gives_each_way_of_decoding():
+    decode = {"status": "ok", "samples": 128, "max_new_tokens": 256,
+              "variants": {"generate": {"tokens_per_s": 2071.4}, "engine": {"tokens_per_s": 1003.2}}}  # fmt: skip
+    assert section_result("decode_smollm2-135m", decode) == "tokens/s: generate 2,071, engine 1,003; 128 samples × 256 tokens"
