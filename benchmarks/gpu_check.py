@@ -766,12 +766,15 @@ def plain_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
     return out
 
 
-DECODE_VARIANTS = (  # name -> how the rollouts are decoded (decode_section)
-    "generate",  # transformers `model.generate` (the plain sections' rollouts)
-    "engine",  # groupwise's TransformersEngine, PyTorch's default kernels
-    "engine_deterministic",  # the same inside the trainer's deterministic_algorithms() (as in every training step)
-    "engine_deterministic_no_fill",  # the same without filling uninitialized memory (fill_uninitialized_memory False)
-)
+# name -> (decoder, PyTorch mode) of decode_section: `model.generate` (the plain sections' rollouts) or
+# groupwise's TransformersEngine; the mode None (PyTorch's default kernels) or the trainer's
+# deterministic_algorithms() with fill_uninitialized_memory True (as in every training step) or False
+DECODE_VARIANTS = {
+    "generate": ("generate", None),
+    "engine": ("engine", None),
+    "engine_deterministic": ("engine", True),
+    "engine_deterministic_no_fill": ("engine", False),
+}
 
 
 def decode_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
@@ -812,14 +815,15 @@ def decode_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
         return sum(len(s.completion_ids) for row in samples for s in row)
 
     @contextlib.contextmanager
-    def mode(variant: str):
+    def mode(fill: bool | None):
+        """PyTorch's default kernels (None), or the trainer's deterministic ones filling new tensors or not."""
+        if fill is None:
+            yield
+            return
         fill_before = torch.utils.deterministic.fill_uninitialized_memory
+        torch.utils.deterministic.fill_uninitialized_memory = fill
         try:
-            if variant.startswith("engine_deterministic"):
-                torch.utils.deterministic.fill_uninitialized_memory = not variant.endswith("no_fill")
-                with deterministic_algorithms():
-                    yield
-            else:
+            with deterministic_algorithms():
                 yield
         finally:
             torch.utils.deterministic.fill_uninitialized_memory = fill_before
@@ -827,9 +831,9 @@ def decode_section(name: str, size: RunSize, device: str, tokenizer) -> dict:
     out: dict = {"model": name, "samples": size.samples_per_step, "max_new_tokens": cfg.max_new_tokens, "top_p": cfg.top_p, "variants": {}}
     with torch.no_grad(), precision_context("bf16", torch.device(device)):
         engine_tokens(4), generate(4)  # warm-up: CUDA context, kernels, allocator
-        for variant in DECODE_VARIANTS:
-            decode = generate if variant == "generate" else engine_tokens
-            with mode(variant):
+        for variant, (decoder, fill) in DECODE_VARIANTS.items():
+            decode = {"generate": generate, "engine": engine_tokens}[decoder]
+            with mode(fill):
                 sync()
                 started = time.perf_counter()
                 tokens = decode(cfg.max_new_tokens)
