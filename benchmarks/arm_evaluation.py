@@ -13,12 +13,13 @@ trained: the candidate is the base model sampled with another seed (`eval.candid
 `seed_offset: 1`), so both passes do the same kind of work, and a tuned model that answers more
 briefly samples fewer tokens than this candidate does.
 
-The summary reads the evaluation's statistics.json (each model's sampling and prefill seconds) and
-its MLflow run (`eval.time.*`: engine start, embeddings and scoring, statistics and report), and
-prints the arm's evaluation with the base's phases taken off: what an arm of a study costs once the
-study's base pass is kept. It counts the candidate's sampling as measured and, for the decision
-benchmarks, the base's prefill seconds: a candidate that is the base model finds the base's prompts
-in vLLM's prefix cache (the same weights), which an adapter's merged weights never do.
+The summary reads the evaluation's statistics.json (each model's sampling, prefill and embedding
+seconds) and its MLflow run (`eval.time.*`: engine start, embeddings and scoring, statistics and
+report), and prints the arm's evaluation with the base's phases taken off: what an arm of a study
+costs once the study's base pass is kept (its samples, decisions and sentence embeddings,
+`paths.base_outputs`). It counts the candidate's sampling and embeddings as measured and, for the
+decision benchmarks, the base's prefill seconds: a candidate that is the base model finds the base's
+prompts in vLLM's prefix cache (the same weights), which an adapter's merged weights never do.
 """
 
 from __future__ import annotations
@@ -69,26 +70,36 @@ def mlflow_phases(project: Path) -> dict[str, float]:
 
 
 def summary(project: Path) -> list[str]:
-    """The phase table, base and candidate side by side, and the arm's seconds with the base kept."""
+    """`summary_lines` of the project's last evaluation (statistics.json and its MLflow run)."""
     generation = json.loads((project / "data" / "reports" / "statistics.json").read_text())["generation"]
-    phases = mlflow_phases(project)
+    return summary_lines(generation, mlflow_phases(project))
+
+
+def summary_lines(generation: dict, phases: dict[str, float]) -> list[str]:
+    """The phase table, base and candidate side by side, and the arm's seconds with the base kept, from
+    statistics.json's `generation` and the run's `eval.time.*` phases."""
     lines = [f"{'phase':<28}{'base s':>10}{'candidate s':>13}  rate (base / candidate)"]
-    base_total = candidate_total = arm_total = 0.0
+    base_total = candidate_total = arm_total = embedding = 0.0
     for name, unit, per in (("sampling", "tokens", ("base", "tuned")), *(
         (f"{b} prefill", "prompts", (f"{b}_base", f"{b}_tuned")) for b in ("discrim_eval", "bbq")
-    )):  # fmt: skip
+    ), ("embeddings", "texts", ("embeddings_base", "embeddings_tuned"))):  # fmt: skip
         if per[0] not in generation:
             continue
         base, candidate = (generation[key] for key in per)
         base_total, candidate_total = base_total + base["seconds"], candidate_total + candidate["seconds"]
-        arm_total += candidate["seconds"] if name == "sampling" else base["seconds"]  # no prefix-cache reuse for an adapter
-        rate = f"{base[unit] / base['seconds']:.1f} / {candidate[unit] / candidate['seconds']:.1f} {unit}/s"
+        # no prefix-cache reuse for an adapter: an arm pays the base's prefill seconds
+        arm_total += base["seconds"] if name.endswith(" prefill") else candidate["seconds"]
+        embedding += base["seconds"] + candidate["seconds"] if name == "embeddings" else 0.0
+        rate = " / ".join(f"{m[unit] / m['seconds']:.1f}" if m["seconds"] else "kept" for m in (base, candidate))
         lines.append(
-            f"{name:<28}{base['seconds']:>10.1f}{candidate['seconds']:>13.1f}  {rate} ({base[unit]:,} / {candidate[unit]:,} {unit})"
+            f"{name:<28}{base['seconds']:>10.1f}{candidate['seconds']:>13.1f}  {rate} {unit}/s ({base[unit]:,} / {candidate[unit]:,} {unit})"
         )
-    shared = sum(phases.get(name, 0.0) for name in SHARED_PHASES)
-    for name in SHARED_PHASES:
-        lines.append(f"{name:<28}{phases.get(name, 0.0):>10.1f}  (once an evaluation)")
+    once = {name: phases.get(name, 0.0) for name in SHARED_PHASES}
+    once["embeddings and scoring"] -= embedding  # the embedding calls are counted above, per model
+    shared = sum(once.values())
+    for name, seconds in once.items():
+        label = "scoring" if name == "embeddings and scoring" else name
+        lines.append(f"{label:<28}{seconds:>10.1f}  (once an evaluation)")
     whole = base_total + candidate_total + shared
     lines += [
         f"whole evaluation, base sampled and read: {whole:.1f} s",

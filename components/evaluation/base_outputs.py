@@ -2,14 +2,14 @@
 
 Base vs tuned samples and scores the base model on the same prompts every time. While the base
 weights, the prompts, the sampling settings, the engine and its settings and the machine stay the
-same, its samples (seeded) and its decision logits are the same too, so a study's arms, a learning
-curve and a scheduled retrain compute them once: about half of an evaluation's time. A record's key
-is the SHA-256 of all of these (`identity` and the call's own inputs); anything changed is another
-key. Records are written atomically and one that cannot be read is computed again. Standard formats
-only, no pickle: gzipped JSON for samples, `.npy` for logits. `paths.base_outputs: null` keeps none.
-Not joblib.Memory or Prefect's task cache: both persist results with pickle by default and key on
-a function's arguments, while this key must name the machine and the engine's settings, which are
-no argument of the call.
+same, its samples (seeded), their sentence embeddings and its decision logits are the same too, so a
+study's arms, a learning curve and a scheduled retrain compute them once: about half of an
+evaluation's time. A record's key is the SHA-256 of all of these (`identity` and the call's own
+inputs); anything changed is another key. Records are written atomically and one that cannot be read
+is computed again. Standard formats only, no pickle: gzipped JSON for samples, `.npy` for logits and
+embeddings. `paths.base_outputs: null` keeps none. Not joblib.Memory or Prefect's task cache: both
+persist results with pickle by default and key on a function's arguments, while this key must name
+the machine and the engine's settings, which are no argument of the call.
 """
 
 from __future__ import annotations
@@ -70,6 +70,17 @@ class BaseOutputs:
         if kept is not None and kept.shape == (n,):
             return kept, True
         made = np.asarray(make(), dtype=float)
+        self._write(path, lambda tmp: _save_npy(tmp, made))
+        return made, False
+
+    def embeddings(self, texts: list[str], settings: dict, make: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
+        """(the sentence embeddings of the base's `texts` under the embedder's `settings`, whether they
+        were kept ones): one (len(texts), d) float32 row per text, embedded in one call of their own."""
+        path = self._path("embeddings", {"texts": texts, "embedder": settings}, ".npy")
+        kept = self._read(path, lambda p: np.load(p, allow_pickle=False))
+        if kept is not None and kept.ndim == 2 and kept.shape[0] == len(texts) and kept.dtype == np.float32:
+            return kept, True
+        made = np.asarray(make(), dtype=np.float32)
         self._write(path, lambda tmp: _save_npy(tmp, made))
         return made, False
 

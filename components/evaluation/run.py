@@ -82,8 +82,44 @@ class EmbeddingCache:
         self._index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
         self._vectors = embed(list(self._index), batch_size=batch_size, dtype=dtype)
 
+    @classmethod
+    def of(cls, texts: list[str], vectors: np.ndarray) -> EmbeddingCache:
+        """The cache of distinct `texts` embedded already, one row of `vectors` each."""
+        cache = cls.__new__(cls)
+        cache._index, cache._vectors = {text: i for i, text in enumerate(texts)}, vectors
+        return cache
+
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self._vectors[[self._index[t] for t in texts]]
+
+
+def embed_samples(params: Params, samples: pd.DataFrame, kept: BaseOutputs) -> tuple[EmbeddingCache, dict]:
+    """Every distinct text of `samples` embedded, and each call timed: the base model's texts in one
+    call (kept between evaluations with its samples, `BaseOutputs.embeddings`), the candidate's that
+    the base did not write in a second. Two calls, not one, because the texts batched with a text shape
+    its embedding's float rounding: the base's own call gives the same rows whether kept or computed.
+    Timing: {"embeddings_base" | "embeddings_tuned": {texts, seconds, texts_per_s[, reused: 1]}}."""
+    from components.embeddings import embed, embedder_identity
+
+    batch_size, dtype = params.eval.embedding_batch_size, params.eval.embedding_dtype
+    samples = samples.assign(text=samples["text"].fillna("").astype(str))
+    base = list(dict.fromkeys(samples.loc[samples["model"] == "base", "text"]))
+    known = set(base)
+    candidate = [text for text in dict.fromkeys(samples.loc[samples["model"] != "base", "text"]) if text not in known]
+    settings = embedder_identity(batch_size, dtype)
+    made, timing = [], {}
+    for model, texts in (("base", base), ("tuned", candidate)):
+        started, reused = time.perf_counter(), False
+        if model == "base":
+            vectors, reused = kept.embeddings(texts, settings, lambda: embed(base, batch_size=batch_size, dtype=dtype))
+        else:
+            vectors = embed(texts, batch_size=batch_size, dtype=dtype)
+        seconds = 0.0 if reused else time.perf_counter() - started
+        timing[f"embeddings_{model}"] = {"texts": len(texts), "seconds": seconds, "texts_per_s": len(texts) / seconds if seconds else 0.0}
+        timing[f"embeddings_{model}"] |= {"reused": 1} if reused else {}
+        if texts:
+            made.append(vectors)
+    return EmbeddingCache.of(base + candidate, np.vstack(made) if made else np.zeros((0, 0), np.float32)), timing
 
 
 def sampling_config(params: Params) -> SamplingConfig:
@@ -222,10 +258,11 @@ def evaluate_models(
 
     samples = samples_frame(selected, base_out, tuned_out)
     started = time.perf_counter()
-    rows_c, rows_d = score_samples(params, selected, samples)
+    embeddings, embedding_stats = embed_samples(params, samples, kept)
+    rows_c, rows_d = score_samples(params, selected, samples, embeddings)
     told, free = instruction_rows(selected, samples, family_splits(params, selected))
     phases = {"engine start": engine_start, "embeddings and scoring": time.perf_counter() - started}
-    generation = {"base": base_stats, "tuned": tuned_stats}
+    generation = {"base": base_stats, "tuned": tuned_stats} | embedding_stats
     timed = [(d.benchmark.name, len(d.table), d.seconds, d.reused) for d in decisions]
     if bbq is not None:
         timed.append((bbq.benchmark.name, len(bbq.items), bbq.seconds, bbq.reused))
@@ -266,13 +303,16 @@ def samples_frame(groups: list[PromptGroup], base_out: list[list[Sample]], tuned
     return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 
-def score_samples(params: Params, groups: list[PromptGroup], samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_samples(
+    params: Params, groups: list[PromptGroup], samples: pd.DataFrame, embeddings: EmbeddingCache | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The per-group tables (consistency, diversity) from the samples of `groups` (`samples_frame`,
     or a saved samples.csv: an evaluation re-scored without generating again). All texts are
-    embedded once; the length-controlled gap's fit (`length_control`) spans every consistency
-    answer of both models."""
+    embedded once (`embed_samples`, unless `embeddings` holds them already); the length-controlled
+    gap's fit (`length_control`) spans every consistency answer of both models."""
     samples = samples.assign(text=samples["text"].fillna("").astype(str))
-    embeddings = EmbeddingCache(list(samples["text"]), params.eval.embedding_batch_size, params.eval.embedding_dtype)
+    if embeddings is None:
+        embeddings = embed_samples(params, samples, BaseOutputs(None, {}))[0]
     semantics = Semantics(embeddings, params.eval.cluster_threshold)
     free_text = samples[samples["task"] == "consistency"]["text"]
     length_model = fit_length_model([response_entropy(t) for t in free_text], [len(words(t)) for t in free_text])

@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+import components.embeddings as embeddings
 from components.config import FairnessConfig, Params
 from components.evaluation.base_outputs import BaseOutputs, engine_identity
 from components.evaluation.run import evaluate_models
@@ -50,6 +51,13 @@ def test_kept_samples_and_logits_are_read_back_exactly_and_computed_once(tmp_pat
     x, _ = store(tmp_path).logits(inputs, 3, logits)
     y, reused = store(tmp_path).logits(inputs, 3, logits)
     assert reused and logits.calls == 1 and y.tolist() == x.tolist()
+    vectors = Counter(lambda: np.arange(6, dtype=np.float32).reshape(3, 2) / 7)
+    embedder = {"batch_size": 32, "dtype": "float32"}
+    e, _ = store(tmp_path).embeddings(prompts, embedder, vectors)
+    f, reused = store(tmp_path).embeddings(prompts, embedder, vectors)
+    assert reused and vectors.calls == 1 and f.dtype == np.float32 and f.tobytes() == e.tobytes()
+    assert not store(tmp_path).embeddings(prompts, {**embedder, "batch_size": 16}, vectors)[1]  # another embedder setting
+    assert not store(tmp_path).embeddings(["a", "b", "d"], embedder, vectors)[1] and vectors.calls == 3  # other texts
 
 
 def test_anything_else_changed_is_computed_again(tmp_path):
@@ -76,8 +84,41 @@ def test_an_unreadable_record_is_computed_again_and_nothing_is_kept_without_a_fo
     assert not nothing.samples(["a"], CFG, make)[1] and not nothing.samples(["a"], CFG, make)[1] and make.calls == 4
 
 
+def test_the_bases_embeddings_read_back_equal_computing_them_and_differ_from_one_shared_call_at_rounding_only(tmp_path):
+    """The real sentence model: the base's texts embedded in a call of their own give the same rows
+    bit for bit whether kept or computed again; the candidate's texts are embedded apart, and a text
+    both models wrote takes the base's row. Against embedding everything in one call (batches of
+    other texts), the rows differ at float rounding only."""
+    from components.embeddings import embed
+    from components.evaluation.run import embed_samples
+
+    params = Params()
+    params = params.model_copy(update={"eval": params.eval.model_copy(update={"embedding_dtype": "float32", "embedding_batch_size": 3})})
+    base = [
+        "Yes.",
+        "Save a little every month and keep an emergency fund.",
+        "No",
+        "Ask a financial adviser about index funds first.",
+        "Maybe.",
+    ]
+    tuned = ["Yes.", "Index funds with low fees, held for years.", "It depends on your goals and on how soon you need the money."]
+    samples = pd.DataFrame({"model": ["base"] * len(base) + ["tuned"] * len(tuned), "text": base + tuned})
+    texts = list(dict.fromkeys(base + tuned))
+    first, first_timing = embed_samples(params, samples, store(tmp_path))
+    again, again_timing = embed_samples(params, samples, store(tmp_path))
+    fresh, _ = embed_samples(params, samples, BaseOutputs(None, {}))
+    assert len(list(tmp_path.glob("embeddings-*.npy"))) == 1
+    assert first_timing["embeddings_base"]["texts"] == 5 and first_timing["embeddings_base"]["seconds"] > 0
+    assert again_timing["embeddings_base"] == {"texts": 5, "seconds": 0.0, "texts_per_s": 0.0, "reused": 1}
+    assert again_timing["embeddings_tuned"]["texts"] == 2 and "reused" not in again_timing["embeddings_tuned"]  # "Yes." is the base's
+    assert again(texts).tobytes() == first(texts).tobytes() == fresh(texts).tobytes()
+    assert first(base).tobytes() == embed(base, batch_size=3, dtype="float32").tobytes()  # the base's own call
+    one_call = embed(texts, batch_size=3, dtype="float32")
+    np.testing.assert_allclose(first(texts), one_call, rtol=0, atol=1e-5)
+
+
 def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
-    tiny_model_dir, benchmarks_dir, tmp_path, tmp_path_factory, monkeypatch
+    tiny_model_dir, benchmarks_dir, tmp_path, tmp_path_factory, monkeypatch, stand_in_embeddings
 ):
     """Evaluated twice with kept outputs: the second samples the tuned model only and reads the base
     decisions back; both equal an evaluation that keeps nothing, sample by sample and logit by logit."""
@@ -91,10 +132,8 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
         return real_generate(self, prompts, cfg, adapter)
 
     monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
-    monkeypatch.setattr(  # one embedding per distinct text (the sentence model is not what is tested here)
-        "components.embeddings.embed",
-        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
-    )
+    stand_in, embedded = embeddings.embed, []
+    monkeypatch.setattr(embeddings, "embed", lambda texts, **kw: embedded.append(list(texts)) or stand_in(texts, **kw))
 
     checkpoint = tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5,
@@ -107,10 +146,16 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
 
     groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
     first = evaluate_models(with_kept(tmp_path / "kept"), groups, tiny_model_dir, checkpoint)
+    first_embedded, embedded[:] = embedded[:], []
     second = evaluate_models(with_kept(tmp_path / "kept"), groups, tiny_model_dir, checkpoint)
+    second_embedded = embedded[:]
     fresh = evaluate_models(with_kept(None), groups, tiny_model_dir, checkpoint)
     adapter = checkpoint / "adapter"
     assert calls == [None, adapter, adapter, None, adapter]  # the second evaluation sampled the tuned model only
+    # the base's texts are embedded in a call of their own, kept: the second evaluation embeds the candidate's only
+    base_texts = list(dict.fromkeys(first.samples.loc[first.samples["model"] == "base", "text"]))
+    assert first_embedded[0] == base_texts and second_embedded == first_embedded[1:] and base_texts not in second_embedded
+    assert len(list((tmp_path / "kept").glob("embeddings-*.npy"))) == 1
     assert "reused" not in first.generation["base"] and second.generation["base"]["reused"] == 1
     assert second.generation["discrim_eval_base"]["reused"] == 1 and second.generation["discrim_eval_base"]["seconds"] == 0.0
     assert "reused" not in second.generation["discrim_eval_tuned"] and second.generation["discrim_eval_tuned"]["seconds"] > 0
@@ -127,7 +172,7 @@ def test_an_evaluation_reads_the_base_side_it_kept_and_it_equals_computing_it(
 
 
 def test_arms_of_other_training_seeds_share_the_base_side_when_the_evaluation_seed_is_fixed(
-    tiny_model_dir, tmp_path, tmp_path_factory, monkeypatch
+    tiny_model_dir, tmp_path, tmp_path_factory, monkeypatch, stand_in_embeddings
 ):
     """`eval.seed` fixed: two arms that differ only in the run's seed sample the base model once between
     them, and the second arm's base samples are the first's; without it, each arm samples its own base."""
@@ -141,10 +186,6 @@ def test_arms_of_other_training_seeds_share_the_base_side_when_the_evaluation_se
         return real_generate(self, prompts, cfg, adapter)
 
     monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
-    monkeypatch.setattr(
-        "components.embeddings.embed",
-        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
-    )
     checkpoint = tiny_checkpoint(tmp_path_factory, tiny_model_dir, 0.5)
     groups = [g.model_copy(update={"split": "heldout"}) for g in consistency_groups(2)]
 

@@ -205,7 +205,9 @@ def test_transformers_engine_samples_logprobs_and_adapter(tiny_model_dir, checkp
     assert "generate" not in capfd.readouterr().err
 
 
-def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_checkpoint, benchmarks_dir, monkeypatch):
+def test_base_and_tuned_get_the_same_prompts_and_seeds(
+    tiny_model_dir, identity_checkpoint, benchmarks_dir, monkeypatch, stand_in_embeddings
+):
     """With a zero adapter (tuned = base) evaluate_models must give the tuned model the base's texts,
     sample by sample: any difference would come from different prompts, order or seeds."""
     import numpy as np
@@ -218,11 +220,6 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
         return real_generate(self, prompts, cfg, adapter)
 
     monkeypatch.setattr(TransformersGenerationEngine, "generate", recording_generate)
-    # one embedding per distinct text (the sentence model is not what is tested here)
-    monkeypatch.setattr(
-        "components.embeddings.embed",
-        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
-    )
     params = Params()
     fairness = FairnessConfig(max_questions=1, ages=[60], races=["white"], bbq_items=4)
     small = {"engine": "transformers", "dtype": "float32", "samples_per_prompt": 2, "max_new_tokens": 5, "fairness": fairness}
@@ -254,18 +251,6 @@ def test_base_and_tuned_get_the_same_prompts_and_seeds(tiny_model_dir, identity_
     assert frames.bbq.logprobs["base"].shape == (4, 3) and set(frames.bbq.items["condition"]) == {"ambig", "disambig"}
     assert np.allclose(frames.bbq.logprobs["base"], frames.bbq.logprobs["tuned"], atol=1e-5)
     assert frames.generation["bbq_base"]["prompts"] == frames.generation["bbq_tuned"]["prompts"] == 4
-
-
-@pytest.fixture
-def stand_in_embeddings(monkeypatch):
-    """A deterministic stand-in embedding per distinct text (the sentence model is not tested here)."""
-    import numpy as np
-
-    monkeypatch.setattr(
-        "components.embeddings.embed",
-        lambda texts, **_: np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=8) for t in texts]).astype(np.float32)
-        if texts else np.zeros((0, 8), np.float32),
-    )  # fmt: skip
 
 
 def test_saved_samples_score_to_the_same_tables(tiny_model_dir, checkpoint, tmp_path, stand_in_embeddings):

@@ -93,7 +93,9 @@ def test_the_gate_passes_with_a_note_without_held_out_families_and_is_off_when_n
     assert "heldout_instructions" in {r.name for r in evaluate_gates({}, GateConfig()).results}
 
 
-def test_an_evaluation_of_instructed_groups_reports_every_family_and_the_gate_reads_it(tiny_model_dir, tmp_path_factory, monkeypatch):
+def test_an_evaluation_of_instructed_groups_reports_every_family_and_the_gate_reads_it(
+    tiny_model_dir, tmp_path_factory, stand_in_embeddings
+):
     """evaluate_models on groups given a train and a held-out family (the tiny model, its LoRA): the
     frames hold a row per group whose compliance is the checker's on those very samples, and
     metrics.json's `instructions` and the held-out gate follow from them."""
@@ -102,10 +104,6 @@ def test_an_evaluation_of_instructed_groups_reports_every_family_and_the_gate_re
     from components.instructions.ifeval import follows
     from tests.unit.test_eval_inputs import tiny_checkpoint
 
-    monkeypatch.setattr(  # one embedding per distinct text (the sentence model is not what is tested here)
-        "components.embeddings.embed",
-        lambda texts, **_: np.eye(len(texts), dtype=np.float32) if texts else np.zeros((0, 0), np.float32),
-    )
     families = tmp_path_factory.mktemp("families") / "families.yaml"
     families.write_text(f"families: [{{id: '{LOWER.family}', split: train}}, {{id: '{NO_COMMA.family}', split: heldout}}]\n")
     params = Params()
