@@ -10,7 +10,9 @@ per-group records), `summary.summarize` (the paired tests and bootstrap CIs of m
 `consistency` and `diversity`) and `comparisons.compare_all` (every paired comparison of the
 report). Prints each part's seconds and the largest difference of any number of `consistency` and
 `diversity` from the arm's metrics.json (embeddings in bf16 autocast differ from another machine's at
-float rounding: the tolerance is printed with it). The decision benchmarks need the engine: not here.
+float rounding: the tolerance is printed with it). `--out` keeps the re-scored numbers and `--against`
+compares with another re-scoring's, so two versions of the code can be set side by side on one
+machine. The decision benchmarks need the engine: not here.
 """
 
 from __future__ import annotations
@@ -43,13 +45,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arm", type=Path, help="a finished arm's folder (results/<study>/arms/<arm>)")
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
+    parser.add_argument("--out", type=Path, help="write the re-scored `consistency` and `diversity` here (JSON)")
+    parser.add_argument("--against", type=Path, help="also compare with another re-scoring's --out (other code, same machine)")
     args = parser.parse_args()
 
     from components.data import build_groups
+    from components.data.builder import needs_families
     from components.evaluation.comparisons import compare_all
     from components.evaluation.inputs import select_eval_groups
     from components.evaluation.run import score_samples, summary_settings
     from components.evaluation.summary import summarize
+    from components.instructions.families import load_families
     from components.study.domain import arm_params, load_study
 
     arm = args.arm.resolve()
@@ -57,7 +63,9 @@ def main() -> None:
     params, study = load_study(args.params, None if study_name == "consistency" else study_name)
     params = arm_params(params, study, arm.name)
     started = time.perf_counter()
-    groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates)
+    wanted = needs_families(params.data, params.paths.templates, params.paths.heldout_templates)
+    families = load_families(params.paths.instruction_families) if wanted else None  # instruction studies' groups
+    groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates, families)
     consistency, diversity = select_eval_groups(groups, params)
     samples = pd.read_csv(arm / "samples.csv.gz", keep_default_na=False)
     loaded = time.perf_counter()
@@ -70,14 +78,21 @@ def main() -> None:
                               confidence=cfg.confidence_level, seed=params.eval_seed)  # fmt: skip
     compared = time.perf_counter()
     committed = json.loads((arm / "metrics.json").read_text())
+    rescored = {section: content[section] for section in ("consistency", "diversity")}
+    if args.out:
+        args.out.write_text(json.dumps(rescored, indent=1, default=str))
     print(f"arm {arm.name}: {len(samples)} samples, {len(rows_c)} consistency groups, {len(rows_d)} diversity tasks")
     print(f"groups and samples read   {loaded - started:8.1f} s")
     print(f"embeddings and records    {scored - loaded:8.1f} s")
     print(f"summary (tests, CIs)      {summarized - scored:8.1f} s")
     print(f"all paired comparisons    {compared - summarized:8.1f} s  ({len(comparisons)} comparisons)")
+    other = json.loads(args.against.read_text()) if args.against else None
     for section in ("consistency", "diversity"):
         diff, where = largest_difference(content[section], committed[section])
         print(f"{section}: largest difference from metrics.json {diff:.3g} at {where or '-'}")
+        if other is not None:
+            diff, where = largest_difference(rescored[section], other[section])
+            print(f"{section}: largest difference from {args.against.name} {diff:.3g} at {where or '-'}")
 
 
 if __name__ == "__main__":
