@@ -4,7 +4,8 @@ the arm's own size, each part timed, and its numbers against the arm's metrics.j
     .venv/bin/python benchmarks/rescore_arm.py results/confirmation/arms/paired-consistency-s3
 
 The arm's params are the study's (`study.domain.arm_params`: frozen params, then the arm's
-overrides); its groups are built from them (templates and held-out templates, no model), and the
+overrides); its groups are built as the study's shared build step built them, with the study's params
+and seed (`study_params`; templates and held-out templates, no model), and the
 arm's `samples.csv.gz` (every base and tuned sample) goes through `run.score_samples` (embeddings,
 per-group records), `summary.summarize` (the paired tests and bootstrap CIs of metrics.json's
 `consistency` and `diversity`) and `comparisons.compare_all` (every paired comparison of the
@@ -56,16 +57,17 @@ def main() -> None:
     from components.evaluation.run import score_samples, summary_settings
     from components.evaluation.summary import summarize
     from components.instructions.families import load_families
-    from components.study.domain import arm_params, load_study
+    from components.study.domain import arm_params, load_study, study_params
 
     arm = args.arm.resolve()
     study_name = arm.parent.parent.name
     params, study = load_study(args.params, None if study_name == "consistency" else study_name)
-    params = arm_params(params, study, arm.name)
+    shared, params = study_params(params, study), arm_params(params, study, arm.name)
     started = time.perf_counter()
-    wanted = needs_families(params.data, params.paths.templates, params.paths.heldout_templates)
-    families = load_families(params.paths.instruction_families) if wanted else None  # instruction studies' groups
-    groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates, families)
+    # the groups as the study's shared build step made them, once for every arm: its params and seed, not the arm's
+    wanted = needs_families(shared.data, shared.paths.templates, shared.paths.heldout_templates)
+    families = load_families(shared.paths.instruction_families) if wanted else None  # instruction studies' groups
+    groups = build_groups(shared.paths.templates, shared.data, shared.seed, shared.paths.heldout_templates, families)
     consistency, diversity = select_eval_groups(groups, params)
     samples = pd.read_csv(arm / "samples.csv.gz", keep_default_na=False)
     loaded = time.perf_counter()
