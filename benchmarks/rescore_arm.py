@@ -42,6 +42,25 @@ def largest_difference(ours: dict, theirs: dict, path: str = "") -> tuple[float,
     return worst
 
 
+def arm_groups(arm: Path, params_file: Path):
+    """(the arm's params, its consistency groups, its diversity tasks): the groups as the study's shared
+    build step made them, once for every arm, with the study's params and seed (not the arm's seed,
+    which would draw other phrasings), then the arm's evaluation selection."""
+    from components.data import build_groups
+    from components.data.builder import needs_families
+    from components.evaluation.inputs import select_eval_groups
+    from components.instructions.families import load_families
+    from components.study.domain import arm_params, load_study, study_params
+
+    study_name = arm.parent.parent.name
+    params, study = load_study(params_file, None if study_name == "consistency" else study_name)
+    shared, params = study_params(params, study), arm_params(params, study, arm.name)
+    wanted = needs_families(shared.data, shared.paths.templates, shared.paths.heldout_templates)
+    families = load_families(shared.paths.instruction_families) if wanted else None  # instruction studies' groups
+    groups = build_groups(shared.paths.templates, shared.data, shared.seed, shared.paths.heldout_templates, families)
+    return (params, *select_eval_groups(groups, params))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arm", type=Path, help="a finished arm's folder (results/<study>/arms/<arm>)")
@@ -50,25 +69,13 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="also compare with another re-scoring's --out (other code, same machine)")
     args = parser.parse_args()
 
-    from components.data import build_groups
-    from components.data.builder import needs_families
     from components.evaluation.comparisons import compare_all
-    from components.evaluation.inputs import select_eval_groups
     from components.evaluation.run import score_samples, summary_settings
     from components.evaluation.summary import summarize
-    from components.instructions.families import load_families
-    from components.study.domain import arm_params, load_study, study_params
 
     arm = args.arm.resolve()
-    study_name = arm.parent.parent.name
-    params, study = load_study(args.params, None if study_name == "consistency" else study_name)
-    shared, params = study_params(params, study), arm_params(params, study, arm.name)
     started = time.perf_counter()
-    # the groups as the study's shared build step made them, once for every arm: its params and seed, not the arm's
-    wanted = needs_families(shared.data, shared.paths.templates, shared.paths.heldout_templates)
-    families = load_families(shared.paths.instruction_families) if wanted else None  # instruction studies' groups
-    groups = build_groups(shared.paths.templates, shared.data, shared.seed, shared.paths.heldout_templates, families)
-    consistency, diversity = select_eval_groups(groups, params)
+    params, consistency, diversity = arm_groups(arm, args.params)
     samples = pd.read_csv(arm / "samples.csv.gz", keep_default_na=False)
     loaded = time.perf_counter()
     rows_c, rows_d = score_samples(params, consistency + diversity, samples)
