@@ -42,7 +42,7 @@ def largest_difference(ours: dict, theirs: dict, path: str = "") -> tuple[float,
     return worst
 
 
-def arm_groups(arm: Path, params_file: Path):
+def arm_groups(arm: Path, params_file: Path) -> tuple:
     """(the arm's params, its consistency groups, its diversity tasks): the groups as the study's shared
     build step made them, once for every arm, with the study's params and seed (not the arm's seed,
     which would draw other phrasings), then the arm's evaluation selection."""
