@@ -252,9 +252,10 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
     from components.data.normalizers import get_normalizer
     from components.data.schema import Member, PromptGroup
     from components.embeddings import load_embedder
+    from components.evaluation.base_outputs import BaseOutputs
     from components.evaluation.comparisons import compare_all
     from components.evaluation.records import Semantics, consistency_record, diversity_record
-    from components.evaluation.run import EmbeddingCache
+    from components.evaluation.run import embed_samples
     from components.evaluation.summary import summarize
 
     rng = np.random.default_rng(0)
@@ -299,13 +300,16 @@ def metrics_benchmark(n_groups: int, pool: list[str], embedding_dtype: str) -> N
         }
         for model in ("base", "tuned")
     }
-    texts = [t for m in samples.values() for g in m["c"] for v in g.values() for t in v]
-    texts += [t for m in samples.values() for g in m["d"] for t in g]
+    answers = pd.DataFrame(
+        [{"model": model, "text": t} for model, m in samples.items() for g in m["c"] for v in g.values() for t in v]
+        + [{"model": model, "text": t} for model, m in samples.items() for g in m["d"] for t in g]
+    )
+    texts = list(dict.fromkeys(answers["text"]))
     load_embedder()  # model load is a one-off per process, not part of the per-evaluation cost
 
     t0 = time.perf_counter()
     batch_size = EvalConfig().embedding_batch_size
-    semantics = Semantics(EmbeddingCache(texts, batch_size, embedding_dtype), 0.85)
+    semantics = Semantics(embed_samples(answers, BaseOutputs(None, {}), batch_size, embedding_dtype)[0], 0.85)  # as an evaluation embeds
     t1 = time.perf_counter()
     normalize = get_normalizer("casefold_match")
     rows_c = [consistency_record(g, samples["base"]["c"][i], samples["tuned"]["c"][i], 32, semantics) for i, g in enumerate(consistency)]

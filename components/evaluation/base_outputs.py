@@ -65,22 +65,21 @@ class BaseOutputs:
 
     def logits(self, inputs: dict, n: int, make: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
         """(the base decision logits of the `n` prompts that `inputs` names, whether they were kept ones)."""
-        path = self._path("decision_logits", inputs, ".npy")
-        kept = self._read(path, lambda p: np.load(p, allow_pickle=False))
-        if kept is not None and kept.shape == (n,):
-            return kept, True
-        made = np.asarray(make(), dtype=float)
-        self._write(path, lambda tmp: _save_npy(tmp, made))
-        return made, False
+        return self._array("decision_logits", inputs, float, lambda a: a.shape == (n,), make)
 
     def embeddings(self, texts: list[str], settings: dict, make: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
         """(the sentence embeddings of the base's `texts` under the embedder's `settings`, whether they
         were kept ones): one (len(texts), d) float32 row per text, embedded in one call of their own."""
-        path = self._path("embeddings", {"texts": texts, "embedder": settings}, ".npy")
+        fits = lambda a: a.ndim == 2 and a.shape[0] == len(texts) and a.dtype == np.float32  # noqa: E731
+        return self._array("embeddings", {"texts": texts, "embedder": settings}, np.float32, fits, make)
+
+    def _array(self, kind: str, inputs: dict, dtype, fits: Callable[[np.ndarray], bool], make: Callable[[], np.ndarray]):
+        """(a kept `.npy` record of `kind` for `inputs` where it `fits`, else `make()`'s as `dtype`, kept; whether kept)."""
+        path = self._path(kind, inputs, ".npy")
         kept = self._read(path, lambda p: np.load(p, allow_pickle=False))
-        if kept is not None and kept.ndim == 2 and kept.shape[0] == len(texts) and kept.dtype == np.float32:
+        if kept is not None and fits(kept):
             return kept, True
-        made = np.asarray(make(), dtype=np.float32)
+        made = np.asarray(make(), dtype=dtype)
         self._write(path, lambda tmp: _save_npy(tmp, made))
         return made, False
 

@@ -74,52 +74,42 @@ class EvaluationFrames:
 
 
 class EmbeddingCache:
-    """Embeds every distinct text once (one batched call), then serves rows by text."""
+    """Every distinct text's embedding (`embed_samples`), served as rows by text."""
 
-    def __init__(self, texts: Sequence[str], batch_size: int = 128, dtype: str = "float32"):
-        from components.embeddings import embed
-
-        self._index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
-        self._vectors = embed(list(self._index), batch_size=batch_size, dtype=dtype)
-
-    @classmethod
-    def of(cls, texts: list[str], vectors: np.ndarray) -> EmbeddingCache:
-        """The cache of distinct `texts` embedded already, one row of `vectors` each."""
-        cache = cls.__new__(cls)
-        cache._index, cache._vectors = {text: i for i, text in enumerate(texts)}, vectors
-        return cache
+    def __init__(self, texts: list[str], vectors: np.ndarray):
+        self._index, self._vectors = {text: i for i, text in enumerate(texts)}, vectors
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self._vectors[[self._index[t] for t in texts]]
 
 
-def embed_samples(params: Params, samples: pd.DataFrame, kept: BaseOutputs) -> tuple[EmbeddingCache, dict]:
-    """Every distinct text of `samples` embedded, and each call timed: the base model's texts in one
-    call (kept between evaluations with its samples, `BaseOutputs.embeddings`), the candidate's that
-    the base did not write in a second. Two calls, not one, because the texts batched with a text shape
-    its embedding's float rounding: the base's own call gives the same rows whether kept or computed.
-    Timing: {"embeddings_base" | "embeddings_tuned": {texts, seconds, texts_per_s[, reused: 1]}}."""
+def embed_samples(samples: pd.DataFrame, kept: BaseOutputs, batch_size: int, dtype: str) -> tuple[EmbeddingCache, dict]:
+    """Every distinct text of `samples` (columns model, text) embedded, and each call timed: the base
+    model's texts in one call (kept between evaluations with its samples, `BaseOutputs.embeddings`),
+    the candidate's that the base did not write in a second. Two calls, not one, because the texts
+    batched with a text shape its embedding's float rounding: the base's own call gives the same rows
+    whether kept or computed. Timing: {"embeddings_base" | "embeddings_tuned": {texts, seconds,
+    texts_per_s[, reused: 1]}}."""
     from components.embeddings import embed, embedder_identity
 
-    batch_size, dtype = params.eval.embedding_batch_size, params.eval.embedding_dtype
-    samples = samples.assign(text=samples["text"].fillna("").astype(str))
     base = list(dict.fromkeys(samples.loc[samples["model"] == "base", "text"]))
     known = set(base)
     candidate = [text for text in dict.fromkeys(samples.loc[samples["model"] != "base", "text"]) if text not in known]
+    started = time.perf_counter()
     settings = embedder_identity(batch_size, dtype)
-    made, timing = [], {}
-    for model, texts in (("base", base), ("tuned", candidate)):
-        started, reused = time.perf_counter(), False
-        if model == "base":
-            vectors, reused = kept.embeddings(texts, settings, lambda: embed(base, batch_size=batch_size, dtype=dtype))
-        else:
-            vectors = embed(texts, batch_size=batch_size, dtype=dtype)
-        seconds = 0.0 if reused else time.perf_counter() - started
-        timing[f"embeddings_{model}"] = {"texts": len(texts), "seconds": seconds, "texts_per_s": len(texts) / seconds if seconds else 0.0}
-        timing[f"embeddings_{model}"] |= {"reused": 1} if reused else {}
-        if texts:
-            made.append(vectors)
-    return EmbeddingCache.of(base + candidate, np.vstack(made) if made else np.zeros((0, 0), np.float32)), timing
+    base_vectors, reused = kept.embeddings(base, settings, lambda: embed(base, batch_size=batch_size, dtype=dtype))
+    base_seconds = 0.0 if reused else time.perf_counter() - started
+    started = time.perf_counter()
+    candidate_vectors = embed(candidate, batch_size=batch_size, dtype=dtype)
+    timing = {
+        "embeddings_base": _embedding_rate(len(base), base_seconds) | ({"reused": 1} if reused else {}),
+        "embeddings_tuned": _embedding_rate(len(candidate), time.perf_counter() - started),
+    }
+    return EmbeddingCache(base + candidate, np.vstack([base_vectors, candidate_vectors])), timing
+
+
+def _embedding_rate(texts: int, seconds: float) -> dict:
+    return {"texts": texts, "seconds": seconds, "texts_per_s": texts / seconds if seconds else 0.0}
 
 
 def sampling_config(params: Params) -> SamplingConfig:
@@ -258,7 +248,7 @@ def evaluate_models(
 
     samples = samples_frame(selected, base_out, tuned_out)
     started = time.perf_counter()
-    embeddings, embedding_stats = embed_samples(params, samples, kept)
+    embeddings, embedding_stats = embed_samples(samples, kept, params.eval.embedding_batch_size, params.eval.embedding_dtype)
     rows_c, rows_d = score_samples(params, selected, samples, embeddings)
     told, free = instruction_rows(selected, samples, family_splits(params, selected))
     phases = {"engine start": engine_start, "embeddings and scoring": time.perf_counter() - started}
@@ -312,7 +302,7 @@ def score_samples(
     gap's fit (`length_control`) spans every consistency answer of both models."""
     samples = samples.assign(text=samples["text"].fillna("").astype(str))
     if embeddings is None:
-        embeddings = embed_samples(params, samples, BaseOutputs(None, {}))[0]
+        embeddings = embed_samples(samples, BaseOutputs(None, {}), params.eval.embedding_batch_size, params.eval.embedding_dtype)[0]
     semantics = Semantics(embeddings, params.eval.cluster_threshold)
     free_text = samples[samples["task"] == "consistency"]["text"]
     length_model = fit_length_model([response_entropy(t) for t in free_text], [len(words(t)) for t in free_text])

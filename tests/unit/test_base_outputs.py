@@ -92,8 +92,6 @@ def test_the_bases_embeddings_read_back_equal_computing_them_and_differ_from_one
     from components.embeddings import embed
     from components.evaluation.run import embed_samples
 
-    params = Params()
-    params = params.model_copy(update={"eval": params.eval.model_copy(update={"embedding_dtype": "float32", "embedding_batch_size": 3})})
     base = [
         "Yes.",
         "Save a little every month and keep an emergency fund.",
@@ -104,9 +102,9 @@ def test_the_bases_embeddings_read_back_equal_computing_them_and_differ_from_one
     tuned = ["Yes.", "Index funds with low fees, held for years.", "It depends on your goals and on how soon you need the money."]
     samples = pd.DataFrame({"model": ["base"] * len(base) + ["tuned"] * len(tuned), "text": base + tuned})
     texts = list(dict.fromkeys(base + tuned))
-    first, first_timing = embed_samples(params, samples, store(tmp_path))
-    again, again_timing = embed_samples(params, samples, store(tmp_path))
-    fresh, _ = embed_samples(params, samples, BaseOutputs(None, {}))
+    first, first_timing = embed_samples(samples, store(tmp_path), 3, "float32")
+    again, again_timing = embed_samples(samples, store(tmp_path), 3, "float32")
+    fresh, _ = embed_samples(samples, BaseOutputs(None, {}), 3, "float32")
     assert len(list(tmp_path.glob("embeddings-*.npy"))) == 1
     assert first_timing["embeddings_base"]["texts"] == 5 and first_timing["embeddings_base"]["seconds"] > 0
     assert again_timing["embeddings_base"] == {"texts": 5, "seconds": 0.0, "texts_per_s": 0.0, "reused": 1}
