@@ -46,19 +46,14 @@ def arm_groups(arm: Path, params_file: Path) -> tuple:
     """(the arm's params, its consistency groups, its diversity tasks): the groups as the study's shared
     build step made them, once for every arm, with the study's params and seed (not the arm's seed,
     which would draw other phrasings), then the arm's evaluation selection."""
-    from components.data import build_groups
-    from components.data.builder import needs_families
+    from components.data.builder import groups_from_templates
     from components.evaluation.inputs import select_eval_groups
-    from components.instructions.families import load_families
     from components.study.domain import arm_params, load_study, study_params
 
     study_name = arm.parent.parent.name
     params, study = load_study(params_file, None if study_name == "consistency" else study_name)
     shared, params = study_params(params, study), arm_params(params, study, arm.name)
-    wanted = needs_families(shared.data, shared.paths.templates, shared.paths.heldout_templates)
-    families = load_families(shared.paths.instruction_families) if wanted else None  # instruction studies' groups
-    groups = build_groups(shared.paths.templates, shared.data, shared.seed, shared.paths.heldout_templates, families)
-    return (params, *select_eval_groups(groups, params))
+    return (params, *select_eval_groups(groups_from_templates(shared), params))
 
 
 def main() -> None:

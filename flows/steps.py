@@ -37,10 +37,9 @@ class StepResult:
 
 def build(params: Params, parent_run_id: str | None = None) -> StepResult:
     """Templates (or `data.groups_file`, a user's own rows) -> PromptGroup JSONL files."""
-    from components.data import build_groups, write_groups
-    from components.data.builder import needs_families
+    from components.data import write_groups
+    from components.data.builder import groups_from_templates
     from components.data.importer import import_groups
-    from components.instructions.families import load_families
 
     with runs.step_run(params.tracking, "build", params.section_dict("data", "seed"), parent_run_id) as run_id:
         decided = []
@@ -53,9 +52,7 @@ def build(params: Params, parent_run_id: str | None = None) -> StepResult:
             groups, written = import_groups(source, params.paths.groups, params.data, params.seed, extra=decided)
             runs.set_tags({"data.source": str(source), "data.source_sha256": file_sha256(source)})
         else:
-            wanted = needs_families(params.data, params.paths.templates, params.paths.heldout_templates)
-            families = load_families(params.paths.instruction_families) if wanted else None
-            groups = build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates, families) + decided
+            groups = groups_from_templates(params) + decided
             written = write_groups(groups, params.paths.groups)
         counts = {
             f"{task}_{split}": sum(g.task == task and g.split == split for g in groups)

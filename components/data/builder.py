@@ -26,9 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from components.config import DataConfig
+from components.config import DataConfig, Params
 from components.data.schema import Member, PromptGroup
-from components.instructions.families import InstructionFamilies
 from components.data.templates import (
     ConsistencyTemplate,
     DiversityTemplate,
@@ -36,6 +35,7 @@ from components.data.templates import (
     TemplateError,
     load_templates,
 )
+from components.instructions.families import InstructionFamilies, load_families
 
 GROUP_INDEX_WIDTH = 4  # investment-0007
 
@@ -186,6 +186,14 @@ def build_groups(
         groups = [instruct(g, families, seed) if g.group_id in asked or (everyone and g.task == "consistency" and g.group_id not in told) else g
                   for g in groups]  # fmt: skip
     return groups
+
+
+def groups_from_templates(params: Params) -> list[PromptGroup]:
+    """`build_groups` over `params`' template folders and seed, with the instruction families loaded where
+    `needs_families` says the templates or ``data.instructions`` ask for them: what the build step makes."""
+    wanted = needs_families(params.data, params.paths.templates, params.paths.heldout_templates)
+    families = load_families(params.paths.instruction_families) if wanted else None
+    return build_groups(params.paths.templates, params.data, params.seed, params.paths.heldout_templates, families)
 
 
 def needs_families(data_cfg: DataConfig, *template_dirs: Path | None) -> bool:
