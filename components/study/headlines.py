@@ -211,7 +211,7 @@ def _instruction_confirmation_progress(root: Path) -> str:
 
 def instruction_confirmation(root: Path) -> Headline | None:
     """The pre-registered instruction confirmation's verdict (verdict.json), once given: the decision rule's figures,
-    seed-level means [95 % CI]; None while it runs."""
+    seed-level means [95 % CI], each marked where its criterion failed; None while it runs."""
     folder = root / RESULTS / "instruction-confirmation"
     verdict_file = folder / "verdict.json"
     verdict = json.loads(verdict_file.read_text()) if verdict_file.is_file() else {"status": "running"}
@@ -219,17 +219,32 @@ def instruction_confirmation(root: Path) -> Headline | None:
         return None
     targets, gap = verdict["targets"], verdict["gap_reduction"]
     held, train, words = targets["heldout_change"], targets["train_change"], targets["words_change"]
-    failed = verdict.get("failed") or []
+    failed = set(verdict.get("failed") or [])
     groups = json.loads((folder / "preregistration.json").read_text())["primary_groups"]
+    shown = {
+        "heldout_change": f"held-out-family compliance {typographic(estimate(held['mean'], held['ci_low'], held['ci_high']))}",
+        "train_change": f"train families {typographic(signed(train['mean']))}",
+        "gap_reduction": f"gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}",
+        "words_change": f"words {_change(words['mean'])}",
+    }
+    figures = [figure + (_failed(targets.get(name, {})) if name in failed else "") for name, figure in shown.items()]
+    others = [targets.get(name, {}).get("label", name) for name in sorted(failed - shown.keys())]
     text = (
-        f"instruction confirmation, the instruction-following objective on {groups} new groups ({verdict['seeds_done']} seeds): "
-        f"held-out-family compliance {typographic(estimate(held['mean'], held['ci_low'], held['ci_high']))}, train families "
-        f"{typographic(signed(train['mean']))}, gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}, "
-        f"words {_change(words['mean'])}" + (f"; failed: {', '.join(failed)}" if failed else "; every criterion held")
+        f"instruction-following reward, {groups} new groups, {verdict['seeds_done']} seeds: {', '.join(figures)}"
+        + (f"; failed: {', '.join(others)}" if others else "")
+        + ("" if failed else "; every criterion held")
         + _truncation(verdict.get("truncation"))
-        + ("; the default objective stays as it is" if verdict["status"] == "not confirmed" else "")
+        + ("; the default stays" if verdict["status"] == "not confirmed" else "")
     )  # fmt: skip
     return Headline(verdict["status"], text, "results/instruction-confirmation/report.md")
+
+
+def _failed(target: dict) -> str:
+    """ " (failed: CI low ≥ −0.02)", " (failed: ≥ +0.10)": a failed criterion and the bound its statistic had to meet."""
+    if "bound" not in target:
+        return " (failed)"
+    statistic = {"ci_low": "CI low ", "ci_high": "CI high "}.get(target.get("statistic", ""), "")
+    return f" (failed: {statistic}{'≤' if target.get('at_most') else '≥'} {typographic(signed(target['bound'], 2))})"
 
 
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------

@@ -301,7 +301,7 @@ def _target_lines(decided: dict) -> list[str]:
     gap = decided["gap_reduction"]
     gap_bound = f"mean ≥ {percent(GAP_MEAN)}, CI low > {percent(GAP_CI_LOW)}"
     lines.append(
-        f"| the paper's gap, R | mean and CI low | {gap_bound} | {_stat(gap, _relative)} | {'yes' if decided['gap_holds'] else '**no**'} |"
+        f"| {GAP_LABEL} | mean and CI low | {gap_bound} | {_stat(gap, _relative)} | {'yes' if decided['gap_holds'] else '**no**'} |"
     )
     for t in TARGETS:
         stat = decided["targets"][t.name]
@@ -472,6 +472,7 @@ def _group_counts(record: dict, results: dict[str, Family]) -> list[str]:
     return [f"**Groups other than the plan's**: {'; '.join(off)}."] if off else []
 
 
+GAP_LABEL = "the paper's gap, R"  # the primary criterion's name in the decision rule's table and the status line
 DEVIATIONS_FILE = "deviations.md"  # beside the plan: each deviation from it with its reason ("- " items)
 
 
@@ -481,11 +482,17 @@ def _deviation_lines(folder: Path) -> list[str]:
     return ["## Deviations from the plan", "", *(items or ["None."]), ""]
 
 
+def _failed_labels(decided: dict) -> str:
+    """The failed criteria as the decision rule's table names them: "held-out families: strict compliance, …"."""
+    labels = {"gap_reduction": GAP_LABEL} | {name: target["label"] for name, target in decided["targets"].items()}
+    return "; ".join(labels.get(name, name) for name in decided["failed"])
+
+
 def render(record: dict, results: dict[str, Family], decided: dict, folder: Path) -> str:
     status = decided["status"]
     done = f"{decided['seeds_done']} of {decided['seeds_planned']} seeds of the instruction-following objective evaluated"
     headline = (f"**Status: running** ({done}). The verdict is given once every pre-registered seed is in." if status == "running"
-                else f"**Status: {status}** ({done}; criteria failed: {', '.join(decided['failed']) or 'none'}).")  # fmt: skip
+                else f"**Status: {status}** ({done}; criteria failed: {_failed_labels(decided) or 'none'}).")  # fmt: skip
     lines = ["# Instruction confirmation: the instruction-following objective on fresh groups and held-out families", "",
              " ".join([headline, *_flags(results, record, decided["truncation"]), *_group_counts(record, results)]), "",
              "Plan, data and decision rule: [plan.md](plan.md), fixed before any model saw the data ([preregistration.json](preregistration.json)). "

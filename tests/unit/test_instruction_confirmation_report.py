@@ -137,7 +137,8 @@ def test_the_page_names_the_commit_the_machine_and_each_objectives_steps_and_say
 def test_each_failed_criterion_is_named_and_nothing_is_confirmed(tmp_path, new, kwargs, failed):
     verdict, page = _studies(tmp_path, new, **kwargs)
     assert verdict["status"] == "not confirmed" and verdict["failed"] == failed
-    assert f"criteria failed: {', '.join(failed)}" in page
+    label = verdict["targets"][failed[0]]["label"] if failed[0] in verdict["targets"] else "the paper's gap, R"
+    assert f"criteria failed: {label})" in page  # as the decision rule's table names it
 
 
 def test_the_verdict_waits_for_every_preregistered_seed_and_names_those_missing(tmp_path):
