@@ -33,6 +33,7 @@ import pandas as pd
 from components.formatting import estimate, is_missing, number, p_value, percent, signed, span, typographic
 from components.study.confirmation_report import committed_truncation_flag
 from components.study.gpu_table import gpu_table_lines
+from components.study.instruction_confirmation_report import bound_text, criterion_labels
 from components.study.layout import has_finished
 from components.study.readme_blocks import markers, stale_blocks, write_blocks
 from components.study.reference_run import log_groups, reference_run_lines
@@ -227,8 +228,9 @@ def instruction_confirmation(root: Path) -> Headline | None:
         "gap_reduction": f"gap reduction {typographic(estimate(gap['mean'], gap['ci_low'], gap['ci_high'], percent))}",
         "words_change": f"words {_change(words['mean'])}",
     }
-    figures = [figure + (_failed(targets.get(name, {})) if name in failed else "") for name, figure in shown.items()]
-    others = [targets.get(name, {}).get("label", name) for name in sorted(failed - shown.keys())]
+    figures = [figure + (_failed(name, targets.get(name, {})) if name in failed else "") for name, figure in shown.items()]
+    labels = criterion_labels(verdict)
+    others = [labels.get(name, name) for name in sorted(failed - shown.keys())]
     text = (
         f"instruction-following reward, {groups} new groups, {verdict['seeds_done']} seeds: {', '.join(figures)}"
         + (f"; failed: {', '.join(others)}" if others else "")
@@ -239,12 +241,13 @@ def instruction_confirmation(root: Path) -> Headline | None:
     return Headline(verdict["status"], text, "results/instruction-confirmation/report.md")
 
 
-def _failed(target: dict) -> str:
-    """ " (failed: CI low ≥ −0.02)", " (failed: ≥ +0.10)": a failed criterion and the bound its statistic had to meet."""
+def _failed(name: str, target: dict) -> str:
+    """ " (failed: CI low ≥ −0.02)", " (failed: ≥ +0.1)": a failed criterion and the bound its statistic had to meet,
+    as the report's decision rule prints it."""
     if "bound" not in target:
         return " (failed)"
     statistic = {"ci_low": "CI low ", "ci_high": "CI high "}.get(target.get("statistic", ""), "")
-    return f" (failed: {statistic}{'≤' if target.get('at_most') else '≥'} {typographic(signed(target['bound'], 2))})"
+    return f" (failed: {statistic}{typographic(bound_text(name, target['bound'], target.get('at_most', False)))})"
 
 
 # ---- GAPO and SEED-GRPO (diversity_report tables) ---------------------------------------------------------

@@ -306,7 +306,7 @@ def _target_lines(decided: dict) -> list[str]:
     for t in TARGETS:
         stat = decided["targets"][t.name]
         shown = _stat(stat, _relative) if t.name == "words_change" else _stat(stat)
-        bound = f"{'≤' if t.at_most else '≥'} {percent(t.bound, signed=True) if t.name == 'words_change' else f'{t.bound:+g}'}"
+        bound = bound_text(t.name, t.bound, t.at_most)
         lines.append(f"| {t.label} | {t.statistic.replace('_', ' ')} | {bound} | {shown} | {HOLDS[stat['holds']]} |")
     mixed = decided["mixed_model"]
     if mixed.get("usable"):
@@ -482,9 +482,19 @@ def _deviation_lines(folder: Path) -> list[str]:
     return ["## Deviations from the plan", "", *(items or ["None."]), ""]
 
 
+def bound_text(name: str, bound: float, at_most: bool) -> str:
+    """ "≥ +0.1", "≤ +25 %": a criterion's bound as the decision rule's table prints it (words: a relative change)."""
+    return f"{'≤' if at_most else '≥'} {percent(bound, signed=True) if name == 'words_change' else f'{bound:+g}'}"
+
+
+def criterion_labels(decided: dict) -> dict[str, str]:
+    """Each criterion of a decision (`decide`'s output, or verdict.json) by the name the decision rule's table gives it."""
+    return {"gap_reduction": GAP_LABEL} | {name: target.get("label", name) for name, target in decided["targets"].items()}
+
+
 def _failed_labels(decided: dict) -> str:
     """The failed criteria as the decision rule's table names them: "held-out families: strict compliance, …"."""
-    labels = {"gap_reduction": GAP_LABEL} | {name: target["label"] for name, target in decided["targets"].items()}
+    labels = criterion_labels(decided)
     return "; ".join(labels.get(name, name) for name in decided["failed"])
 
 

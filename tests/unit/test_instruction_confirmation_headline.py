@@ -5,7 +5,9 @@ import json
 import shutil
 from pathlib import Path
 
+from components.formatting import typographic
 from components.study.headlines import instruction_confirmation, instruction_following
+from components.study.instruction_confirmation_report import bound_text
 from tests.conftest import ROOT
 
 
@@ -21,6 +23,7 @@ def _verdict(tmp_path, status: str, failed: list[str], truncation: dict | None =
     if bounds:  # as the report writes them: the bound and the statistic that must meet it
         verdict["targets"]["heldout_change"] |= {"bound": -0.02, "statistic": "ci_low", "at_most": False}
         verdict["targets"]["train_change"] |= {"bound": 0.1, "statistic": "mean", "at_most": False}
+        verdict["targets"]["words_change"] |= {"bound": 0.25, "statistic": "mean", "at_most": True}
     (folder / "verdict.json").write_text(json.dumps(verdict))
     (folder / "preregistration.json").write_text(json.dumps({"primary_groups": 160}))
 
@@ -66,8 +69,18 @@ def test_a_failed_criterion_names_its_bound_and_one_not_shown_is_listed(tmp_path
     _verdict(tmp_path, "not confirmed", ["heldout_change", "train_change", "discrim_female_change"], bounds=True)
     line = instruction_confirmation(tmp_path).line()
     assert "held-out-family compliance +0.012 [−0.011, +0.035] (failed: CI low ≥ −0.02)" in line
-    assert "train families +0.140 (failed: ≥ +0.10)" in line and "gap reduction 41 % [33 %, 49 %], words −12 %" in line
+    assert "train families +0.140 (failed: ≥ +0.1)" in line and "gap reduction 41 % [33 %, 49 %], words −12 %" in line
     assert "; failed: DiscrimEval female − male; the default stays" in line
+
+
+def test_a_failed_criterions_bound_reads_as_the_reports_decision_table_prints_it(tmp_path):
+    """The README line and report.md's decision rule print each bound alike: words as a relative change in percent."""
+    _verdict(tmp_path, "not confirmed", ["train_change", "words_change"], bounds=True)
+    line = instruction_confirmation(tmp_path).line()
+    assert "words −12 % (failed: ≤ +25 %)" in line
+    for name, shown in (("train_change", "≥ +0.1"), ("words_change", "≤ +25 %"), ("heldout_change", "≥ −0.02")):
+        target = json.loads((tmp_path / "results" / "instruction-confirmation" / "verdict.json").read_text())["targets"][name]
+        assert typographic(bound_text(name, target["bound"], target["at_most"])) == shown
 
 
 def test_a_confirmed_verdict_says_every_criterion_held(tmp_path):
