@@ -267,7 +267,7 @@ def retrain(
 
     resolved = _resolved_params(params, profile, sets)
     out.print(
-        f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision, resolved.eval.embedding_dtype)}"
+        f"groupwise: {machine_line(resolved.eval.dtype, resolved.train.precision, resolved.eval.embedding_dtype, resolved.train.cpu_matmul)}"
     )  # once, before the flow
     started = time.perf_counter()
     with prefect_api():

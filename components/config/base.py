@@ -7,13 +7,14 @@ from typing import Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from components.contracts.errors import UserError
-from components.machine import resolve_dtype, resolve_precision
+from components.machine import resolve_cpu_matmul, resolve_dtype, resolve_precision
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
 # engine dtypes resolve `auto` when the params are read, so that what is logged, fingerprinted and started is the
 # dtype that runs (bfloat16 where the machine computes it, else float32)
 _ENGINE_DTYPE = AfterValidator(resolve_dtype)
 _TRAIN_PRECISION = AfterValidator(resolve_precision)  # the same rule for the trainer's autocast
+_CPU_MATMUL = AfterValidator(resolve_cpu_matmul)  # and for the kernel of its frozen fp32 matmuls
 
 
 class _Section(BaseModel):

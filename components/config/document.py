@@ -33,7 +33,7 @@ from components.config.base import ParamsError
 from components.config.loading import file_profile, profile_overrides, profile_values
 from components.config.markers import BEGIN, BEGIN_LINE, END, PROFILE_BEGIN
 from components.contracts.atomic import atomic_write_text
-from components.machine import resolve_dtype, resolve_precision
+from components.machine import resolve_cpu_matmul, resolve_dtype, resolve_precision
 
 SECTIONS = ("seed", "paths", "data", "model", "lora", "train", "reward", "eval", "gate", "tracking", "registry", "schedule")
 COMMENT_COLUMN = 36  # where a description beside its key starts
@@ -88,6 +88,7 @@ def _field(name: str, info: FieldInfo, value: Any, indent: str, given: Any = Non
         in (
             resolve_dtype(AUTO),
             resolve_precision(AUTO),
+            resolve_cpu_matmul(AUTO),
         )
     ):  # resolved for this machine when read: the file says auto
         value = AUTO

@@ -39,6 +39,8 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     # KV-cache blocks short enough for a prompt's samples to share its prefill (vLLM's own: 128 on CPU)
     ("eval", "vllm", "block_size"): None,
     ("train", "rollout", "vllm", "block_size"): None,
+    # oneDNN for the frozen fp32 matmuls on AMD CPUs with AVX-512 (auto; MKL's before, whose sums run in another order)
+    ("train", "cpu_matmul"): "torch",
 }
 
 # rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out

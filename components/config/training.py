@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from components.config.base import _ENGINE_DTYPE, _TRAIN_PRECISION, _Section
+from components.config.base import _CPU_MATMUL, _ENGINE_DTYPE, _TRAIN_PRECISION, _Section
 
 
 class DecisionGroupsConfig(_Section):
@@ -294,6 +294,14 @@ class TrainConfig(_Section):
         description="auto: bf16 where the machine computes it natively (GPU, CPU with AVX512-BF16/AMX), else fp32, "
         "resolved when the params are read (one update 1.66x as fast on an AVX512-BF16 CPU, gradient cosine to fp32 "
         "0.998; docs/benchmarks.md) | bf16: autocast matmuls over float32 master weights | fp32",
+    )
+    cpu_matmul: Annotated[Literal["auto", "torch", "onednn"], _CPU_MATMUL] = Field(
+        "auto",
+        validate_default=True,
+        description="the kernel of the frozen fp32 matmuls on a CPU (components.models.cpu_matmul): auto: onednn on an "
+        "AMD CPU with AVX-512, else torch, resolved when the params are read | onednn: torch's oneDNN (an update 1.5x as "
+        "fast on an AMD EPYC with AVX-512, where MKL runs its AVX2 path; the same to fp32 rounding, not to the bit) | "
+        "torch: F.linear (MKL)",
     )
     device: str = Field(
         "auto",

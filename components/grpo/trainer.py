@@ -49,6 +49,7 @@ from components.grpo.rollout_engines import open_rollout_engine
 from components.grpo.rollouts import collect_rollouts, group_uncertainty, rollout_table
 from components.grpo.semantic import check_answer_clustering
 from components.grpo.update import TrainingError, policy_update
+from components.models.cpu_matmul import apply_cpu_matmul
 from components.models.lora import attach_lora, initialise_adapter
 from components.models.provision import load_base_model, read_provenance
 from components.rewards import compute_rewards
@@ -336,6 +337,7 @@ def train(
     reference = Reference.of(cfg.reference, start)  # π_ref of the KL term
     anchored = params.reward.decision_target == "reference_mean"  # decision rewards read ℓ under π_ref
     model = model.to(ctx.device)  # train.device: every weight, and so every activation
+    apply_cpu_matmul(model, cfg.cpu_matmul, cfg.precision, ctx.device)  # oneDNN for the frozen fp32 linears where asked
     model.train()
     trainer_model = model
     if ctx.enabled and cfg.objective != "grpo":

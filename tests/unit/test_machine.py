@@ -120,3 +120,5 @@ def test_the_run_starts_with_one_line_naming_the_cpu_kind_and_what_auto_chose(cp
     resolved = EvalConfig().embedding_dtype  # `auto`, resolved when read, as the engines' dtype
     assert resolved == machine.resolve_dtype("auto")
     assert machine.machine_line(machine.resolve_dtype("auto"), "fp32", resolved).endswith(f", embeddings {resolved}")
+    kernel = machine.machine_line("float32", "fp32", None, "onednn")
+    assert kernel.endswith("training fp32 (oneDNN matmuls)") and "oneDNN" not in machine.machine_line("float32", "bf16", None, "onednn")
