@@ -58,6 +58,12 @@ def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+def onednn_applies(kernel: str, precision: str, device_type: str) -> bool:
+    """Whether `train.cpu_matmul` swaps anything: onednn, in fp32 (bf16 autocast already runs oneDNN's bf16 GEMM),
+    on a CPU, with a torch build that has the kernel."""
+    return kernel == "onednn" and precision == "fp32" and device_type == "cpu" and onednn_available()
+
+
 def use_onednn_linears(model: torch.nn.Module) -> int:
     """Swap every frozen fp32 `nn.Linear` of a CPU model (the base layers under LoRA, the MLPs, the LM
     head) to `OneDnnFrozenLinear`; returns how many. Trainable linears (LoRA's A and B) stay as they are."""
@@ -71,10 +77,8 @@ def use_onednn_linears(model: torch.nn.Module) -> int:
 
 
 def apply_cpu_matmul(model: torch.nn.Module, kernel: str, precision: str, device: torch.device) -> int:
-    """`train.cpu_matmul` on the trainer's model: oneDNN for its frozen linears where asked, on a CPU, in fp32
-    (bf16 autocast already runs oneDNN's bf16 GEMM); returns how many linears it swapped."""
+    """`train.cpu_matmul` on the trainer's model: oneDNN for its frozen linears where `onednn_applies`; returns how
+    many linears it swapped."""
     if kernel not in KERNELS:
         raise ValueError(f"train.cpu_matmul: {kernel!r} is not one of {', '.join(KERNELS)}")
-    if kernel != "onednn" or precision != "fp32" or device.type != "cpu" or not onednn_available():
-        return 0
-    return use_onednn_linears(model)
+    return use_onednn_linears(model) if onednn_applies(kernel, precision, device.type) else 0

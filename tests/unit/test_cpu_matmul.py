@@ -67,7 +67,8 @@ def test_a_lora_model_swaps_its_frozen_linears_only_and_trains_the_same_to_fp32_
     from components.models.lora import attach_lora
     from components.models.provision import load_base_model
 
-    def lora_gradients(kernel: str) -> tuple[int, dict[str, torch.Tensor], dict]:
+    def lora_gradients(kernel: str) -> tuple[int, int, dict[str, torch.Tensor], dict]:
+        """(linears swapped, frozen torch linears left, LoRA gradients, the class names of LoRA's layers)."""
         torch.manual_seed(3)
         model = attach_lora(load_base_model(tiny_model_dir, "float32")[0], Params().lora)
         for name, p in model.named_parameters():
@@ -78,12 +79,16 @@ def test_a_lora_model_swaps_its_frozen_linears_only_and_trains_the_same_to_fp32_
         logits = model(input_ids=ids).logits
         torch.log_softmax(logits, -1)[..., 0].sum().backward()
         grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.requires_grad}
-        return swapped, grads, {type(m).__name__ for name, m in model.named_modules() if "lora_" in name and isinstance(m, torch.nn.Linear)}
+        left = sum(1 for m in model.modules() if type(m) is torch.nn.Linear and not m.weight.requires_grad)
+        return (
+            swapped,
+            left,
+            grads,
+            {type(m).__name__ for name, m in model.named_modules() if "lora_" in name and isinstance(m, torch.nn.Linear)},
+        )
 
-    swapped, grads, lora_kinds = lora_gradients("onednn")
-    none, expected, _ = lora_gradients("torch")
-    frozen = sum(1 for m in attach_lora(load_base_model(tiny_model_dir, "float32")[0], Params().lora).modules()
-                 if type(m) is torch.nn.Linear and not m.weight.requires_grad)  # fmt: skip
+    swapped, _, grads, lora_kinds = lora_gradients("onednn")
+    none, frozen, expected, _ = lora_gradients("torch")
     assert none == 0 and swapped == frozen > 0
     assert lora_kinds == {"Linear"}  # LoRA's trainable A and B keep torch's path
     assert grads.keys() == expected.keys() and grads
