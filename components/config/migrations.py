@@ -41,6 +41,8 @@ FORMER_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("train", "rollout", "vllm", "block_size"): None,
     # oneDNN for the frozen fp32 matmuls on AMD CPUs with AVX-512 (auto; MKL's before, whose sums run in another order)
     ("train", "cpu_matmul"): "torch",
+    # forward chunks cut where they compute the fewest padded positions (every rows_per_forward rows before)
+    ("train", "forward_chunks"): "consecutive",
 }
 
 # rewards added to the default weights: saved work never named them, so a weight of 0 (off) is left out

@@ -316,6 +316,13 @@ class TrainConfig(_Section):
         description="run a micro-batch's forward/backward in chunks of at most this many rows (memory; 0: whole); "
         "6: one prompt's K = 6 samples, so that 512-token answers fit in memory",
     )  # fmt: skip
+    forward_chunks: Literal["consecutive", "fewest_positions"] = Field(
+        "fewest_positions",
+        description="how a micro-batch's rows, sorted by answer length, split into chunks of at most rows_per_forward "
+        "(components.grpo.forward_chunks): consecutive: every rows_per_forward rows | fewest_positions: the cut that "
+        "computes the fewest padded token positions, so one 512-token answer does not pad five short ones "
+        "(the same update to fp32 rounding; docs/benchmarks.md)",
+    )
     share_prompts: bool = Field(True, description="run each prompt once per micro-batch and reuse its KV cache for its K completions")
     gradient_checkpointing: bool = Field(
         False,

@@ -32,6 +32,7 @@ from components.config import TrainConfig
 from components.contracts.errors import UserError
 from components.contracts.rollouts import GroupBatch
 from components.grpo.distributed import DistContext
+from components.grpo.forward_chunks import forward_chunks
 from components.grpo.importance_sampling import importance_weights, pack_engine_logprobs
 from components.grpo.losses import clipped_token_loss, get_loss_type
 from components.grpo.reference import BASE, Reference
@@ -104,24 +105,20 @@ class FrozenWeightCasts:
                 m.weight = weight
 
 
-def _row_chunks(batch: GroupBatch, positions: list[int], rows_per_forward: int) -> list[list[int]]:
-    """Chunks of at most `rows_per_forward` rows (0: one chunk), rows sorted by completion length
-    first, so each chunk pads its completions to a similar length (long-tailed answers would
-    otherwise pad a whole chunk to its one long sample); prompt sharing applies inside a chunk."""
-    if rows_per_forward <= 0 or len(positions) <= rows_per_forward:
-        return [positions]
-    ordered = sorted(positions, key=lambda i: (len(batch.rollouts[i].completion_ids), i))
-    return [ordered[i : i + rows_per_forward] for i in range(0, len(ordered), rows_per_forward)]
-
-
 def plan_micro_batches(
-    batch: GroupBatch, groups_per_micro_batch: int, pad_id: int, share_prompts: bool = True, rows_per_forward: int = 0
+    batch: GroupBatch,
+    groups_per_micro_batch: int,
+    pad_id: int,
+    share_prompts: bool = True,
+    rows_per_forward: int = 0,
+    chunking: str = "consecutive",
 ) -> list[MicroBatch]:
     """Consecutive whole groups per micro-batch (empty completions carry no tokens and are skipped).
 
-    A micro-batch of more than `rows_per_forward` rows (> 0) runs as several forward/backward
-    chunks that share its `micro_id`: the loss is a sum of per-sequence terms with weights fixed on
-    the whole batch, so chunking changes memory, not the gradient (tested equal).
+    A micro-batch's rows run as forward/backward chunks of at most `rows_per_forward` rows (> 0) that
+    share its `micro_id`, cut as `chunking` says (components.grpo.forward_chunks): the loss is a sum
+    of per-sequence terms with weights fixed on the whole batch, so chunking changes time and memory,
+    not the gradient (tested equal).
     """
     packer = pack_shared if share_prompts else pack
     out = []
@@ -132,7 +129,7 @@ def plan_micro_batches(
             for i in batch.rollouts_of(g)
             if batch.rollouts[i].completion_ids
         ]
-        for chunk in _row_chunks(batch, positions, rows_per_forward) if positions else []:
+        for chunk in forward_chunks(batch.rollouts, positions, rows_per_forward, chunking, share_prompts) if positions else []:
             rollouts = [batch.rollouts[i] for i in chunk]
             mb = MicroBatch(chunk, packer(rollouts, pad_id), micro_id=micro_id)
             if any(r.behaviour_logprobs for r in rollouts):
@@ -236,7 +233,9 @@ def policy_update(
     share of the step's means, are summed over ranks and averaged over iterations.
     """
     device = next(model.parameters()).device
-    micro_batches = plan_micro_batches(batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts, cfg.rows_per_forward)
+    micro_batches = plan_micro_batches(
+        batch, cfg.groups_per_micro_batch, pad_id, cfg.share_prompts, cfg.rows_per_forward, cfg.forward_chunks
+    )
     weights = global_token_weights(batch, micro_batches, cfg, ctx).to(device)
     micro_batches = [mb.to(device) for mb in micro_batches]
     advantages = advantages.to(device)

@@ -97,15 +97,27 @@ def test_gradient_accumulation_over_micro_batches_gives_the_same_update(lora_mod
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo"])
-def test_rows_per_forward_chunks_give_the_same_update(lora_model, loss_type):
-    """Chunking a micro-batch's rows (memory) keeps the loss weights of the whole micro-batch."""
+def test_rows_per_forward_chunks_give_the_same_update(lora_model, loss_type, monkeypatch):
+    """Chunking a micro-batch's rows (memory, time), every R rows or by fewest positions, keeps the
+    loss weights of the whole micro-batch."""
+    monkeypatch.setattr("components.grpo.forward_chunks.CHUNK_COST", 0)  # cut wherever padding is saved
     settings = {  # whole micro-batches; one prompt's samples; chunks that straddle prompts
-        rows: {"groups_per_step": 4, "groups_per_micro_batch": 2, "rows_per_forward": rows, "loss_type": loss_type} for rows in (0, 3, 5)
+        (rows, how): {
+            "groups_per_step": 4,
+            "groups_per_micro_batch": 2,
+            "rows_per_forward": rows,
+            "forward_chunks": how,
+            "loss_type": loss_type,
+        }
+        for rows in (0, 3, 5)
+        for how in ("consecutive", "fewest_positions")
     }
     _, results = sgd_updates(lora_model, settings)
-    for rows, (metrics, _) in results.items():
+    for (rows, _), (metrics, _) in results.items():
         assert metrics["micro_batches"] == 2
         assert (metrics["forward_chunks"] == 2) == (rows == 0)  # chunks only when asked
+    for rows in (3, 5):  # the fixed batch's answers of 1-6 tokens: fewest_positions cuts elsewhere
+        assert results[rows, "fewest_positions"][0]["forward_chunks"] > results[rows, "consecutive"][0]["forward_chunks"]
     assert_same_updates(results)
 
 
