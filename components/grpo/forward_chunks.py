@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from components.contracts.rollouts import Rollout
 
 # An fp32 LoRA forward/backward of one chunk costs ≈ 4.5 ms a position on the 2-core benchmark CPU
-# and ≈ 0.1–0.25 s whatever its size (a 1-row chunk of 10 positions took 284 ms); 64 positions is
-# ≈ 0.29 s, so a cut must save at least that much padding.
+# and ≈ 0.1–0.25 s whatever its size (a 1-row chunk of 10 positions took 284 ms;
+# results/speed/forward_chunks.txt); 64 positions is ≈ 0.29 s, so a cut must save at least that much padding.
 CHUNK_COST = 64
 
 
