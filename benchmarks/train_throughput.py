@@ -11,8 +11,9 @@ the whole run (model loading, engine starts and saving included: TRL starts its 
 
 Rows (`--rows`): groupwise with transformers rollouts, with vLLM rollouts (weights merged and
 loaded in place, or a LoRARequest per step), with vLLM rollouts and torch's own kernel for the frozen
-fp32 matmuls (`train.cpu_matmul: torch`, where `auto` takes oneDNN), with vLLM rollouts and bf16
-training, TRL's GRPOTrainer, and TRL with `use_vllm` colocate (a row that cannot run says why).
+fp32 matmuls (`train.cpu_matmul: torch`, where `auto` takes oneDNN; and with it the former forward
+chunks, `train.forward_chunks: consecutive`), with vLLM rollouts and bf16 training, TRL's
+GRPOTrainer, and TRL with `use_vllm` colocate (a row that cannot run says why).
 
     python benchmarks/train_throughput.py --max-new-tokens 256       # the table in docs/benchmarks.md
     python benchmarks/train_throughput.py --task diversity --max-new-tokens 64 --rows groupwise trl
@@ -34,22 +35,25 @@ sys.path.insert(0, str(ROOT))
 
 
 ROWS = {
-    # name: (framework, rollout engine, weight sync, precision, train.cpu_matmul: None = params.yaml's, auto)
-    "groupwise": ("groupwise", "transformers", "merged", "fp32", None),
-    "groupwise-vllm": ("groupwise", "vllm", "merged", "fp32", None),
-    "groupwise-vllm-torch-matmul": ("groupwise", "vllm", "merged", "fp32", "torch"),
-    "groupwise-vllm-lora": ("groupwise", "vllm", "lora", "fp32", None),
-    "groupwise-vllm-bf16": ("groupwise", "vllm", "merged", "bf16", None),
-    "trl": ("trl", "transformers", "", "fp32", None),
-    "trl-vllm": ("trl", "vllm", "", "fp32", None),
-}
+    # name: (framework, rollout engine, weight sync, precision, train settings of the row over params.yaml's)
+    "groupwise": ("groupwise", "transformers", "merged", "fp32", {}),
+    "groupwise-vllm": ("groupwise", "vllm", "merged", "fp32", {}),
+    "groupwise-vllm-torch-matmul": ("groupwise", "vllm", "merged", "fp32", {"cpu_matmul": "torch"}),
+    "groupwise-vllm-torch-matmul-consecutive-chunks": (
+        "groupwise", "vllm", "merged", "fp32", {"cpu_matmul": "torch", "forward_chunks": "consecutive"}
+    ),
+    "groupwise-vllm-lora": ("groupwise", "vllm", "lora", "fp32", {}),
+    "groupwise-vllm-bf16": ("groupwise", "vllm", "merged", "bf16", {}),
+    "trl": ("trl", "transformers", "", "fp32", {}),
+    "trl-vllm": ("trl", "vllm", "", "fp32", {}),
+}  # fmt: skip
 
 
 def benchmark_params(args):
     from components.config import RolloutConfig, RolloutVllmConfig, load_params
 
     params = load_params(ROOT / "params.yaml", "default")
-    _, engine, sync, precision, cpu_matmul = ROWS[args.only] if args.only else ROWS["groupwise"]
+    _, engine, sync, precision, row_settings = ROWS[args.only] if args.only else ROWS["groupwise"]
     rollout = RolloutConfig(engine=engine, vllm=RolloutVllmConfig(weight_sync=sync or "merged", max_model_len=1024))
     overrides = {
         "tasks": [args.task],
@@ -61,13 +65,13 @@ def benchmark_params(args):
         "beta": args.beta,
         "loss_type": args.loss_type,
         "precision": precision,
-        "cpu_matmul": cpu_matmul or params.train.cpu_matmul,
         "num_iterations": 1,
         "rows_per_forward": 6,
         "rollout": rollout,
         # TRL trains free-text prompts alone: no decision groups in a step, no pairing term
         "decision_groups_per_step": None,
         "decision_pairing": params.train.decision_pairing.model_copy(update={"weight": 0.0}),
+        **row_settings,
     }
     train = params.train.model_copy(update=overrides)
     reward_fn = "frequency_aware" if args.task == "diversity" else "entropy_helpfulness"

@@ -54,3 +54,20 @@ def test_a_groupwise_row_trains_the_trl_rows_objective_on_the_shipped_defaults(r
                               decision_per_step=params.train.decision_groups_per_step)  # fmt: skip
     assert [g.group_id for step in schedule for g in step] == [g.group_id for g in groups]
     assert all(len(g.members) == 1 and g.task == "consistency" for g in groups)
+
+
+@pytest.mark.parametrize(
+    ("row", "matmul", "chunks"),
+    [
+        ("groupwise-vllm", "auto", "fewest_positions"),
+        ("groupwise-vllm-torch-matmul", "torch", "fewest_positions"),
+        ("groupwise-vllm-torch-matmul-consecutive-chunks", "torch", "consecutive"),
+    ],
+)
+def test_a_rows_own_train_settings_reach_its_params(row, matmul, chunks):
+    """A row names its train settings over params.yaml's; the others keep the shipped defaults."""
+    args = argparse.Namespace(only=row, task="consistency", steps=2, prompts_per_step=4, k=6, max_new_tokens=64,
+                              beta=0.04, loss_type="grpo")  # fmt: skip
+    train = TrainConfig.model_validate(bench.benchmark_params(args).train.model_dump())
+    assert (train.forward_chunks, train.rows_per_forward) == (chunks, 6)
+    assert train.cpu_matmul == (matmul if matmul != "auto" else TrainConfig().cpu_matmul)
