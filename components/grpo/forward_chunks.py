@@ -15,7 +15,7 @@ in the quick start a chunk of six rows computed 3,066 completion positions for 1
 
 `fewest_positions` takes the cut of the sorted rows into chunks of at most `rows_per_forward` rows that
 minimises sum over chunks of (positions(chunk) + CHUNK_COST): a shortest path over the cut points
-(dynamic programming, O(n · rows_per_forward)), exact for contiguous chunks of a sorted list.
+(dynamic programming, O(n · rows_per_forward²)), exact for contiguous chunks of a sorted list.
 CHUNK_COST, the fixed cost of a forward/backward call in positions, keeps it from cutting where
 little padding is saved.
 
