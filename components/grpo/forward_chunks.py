@@ -27,8 +27,12 @@ memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import get_args
 
+from components.config import TrainConfig
 from components.contracts.rollouts import Rollout
+
+WAYS = get_args(TrainConfig.model_fields["forward_chunks"].annotation)  # the config's values, defined there
 
 # An fp32 LoRA forward/backward of one chunk costs ≈ 4.5 ms a position on the 2-core benchmark CPU
 # and ≈ 0.1–0.25 s whatever its size (a 1-row chunk of 10 positions took 284 ms;
@@ -50,13 +54,13 @@ def forward_chunks(
 ) -> list[list[int]]:
     """`positions` (indices into `rollouts`) as chunks of at most `rows_per_forward` rows (0: one chunk),
     rows sorted by completion length; `how`: consecutive | fewest_positions (the module docstring)."""
+    if how not in WAYS:
+        raise ValueError(f"train.forward_chunks: unknown {how!r} ({' | '.join(WAYS)})")
     if rows_per_forward <= 0 or len(positions) <= 1 or (how == "consecutive" and len(positions) <= rows_per_forward):
         return [positions]
     ordered = sorted(positions, key=lambda i: (len(rollouts[i].completion_ids), i))
     if how == "consecutive":
         return [ordered[i : i + rows_per_forward] for i in range(0, len(ordered), rows_per_forward)]
-    if how != "fewest_positions":
-        raise ValueError(f"train.forward_chunks: unknown {how!r} (consecutive | fewest_positions)")
     # best[j]: the least cost of the first j sorted rows; cut[j]: where its last chunk starts
     best, cut = [0] + [None] * len(ordered), [0] * (len(ordered) + 1)
     for j in range(1, len(ordered) + 1):

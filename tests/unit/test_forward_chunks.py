@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import pytest
 
@@ -75,6 +76,8 @@ def test_no_limit_is_one_chunk_and_an_unknown_way_is_refused():
     assert forward_chunks(rs, [0, 1, 2], 0, "fewest_positions") == [[0, 1, 2]]
     with pytest.raises(ValueError, match="forward_chunks"):
         forward_chunks(rs, [0, 1, 2], 2, "shortest")
+    with pytest.raises(ValueError, match=re.escape("(consecutive | fewest_positions)")):
+        forward_chunks(rs, [0], 0, "shortest")  # refused before any shortcut, whatever the rows
 
 
 def test_the_default_is_fewest_positions_and_saved_work_keeps_consecutive():
